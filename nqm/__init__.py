@@ -1,0 +1,26 @@
+"""nqm — theory and simulation of the noisy quadratic model of large-batch training.
+
+Three engines share one problem description (:class:`NoisyQuadratic`):
+
+* :mod:`nqm.theory` — closed-form one-step quantities (McCandlish et al. 2018, arXiv:1812.06162);
+* :mod:`nqm.dynamics` — exact expected training dynamics (Zhang et al. 2019, arXiv:1907.04164);
+* :func:`nqm.simulate` — Monte Carlo SGD on many replicas, with standard errors.
+"""
+
+from . import dynamics, noise, spectra, theory
+from .montecarlo import OneStepResult, SimulationResult, one_step_improvement, simulate
+from .problem import NoisyQuadratic
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "NoisyQuadratic",
+    "OneStepResult",
+    "SimulationResult",
+    "dynamics",
+    "noise",
+    "one_step_improvement",
+    "simulate",
+    "spectra",
+    "theory",
+]

@@ -1,0 +1,215 @@
+"""Exact expected training dynamics of the additive NQM (Zhang et al. 2019, arXiv:1907.04164, §3).
+
+Coordinates of H's eigenbasis evolve independently in mean square, and only Σ's diagonal ``c``
+enters. With the preconditioner folded in (``λ_i = p_i h_i``, noise ``ε p_i ξ_i``, ``Var ξ_i = c_i/B``):
+
+* SGD: ``V ← (1 − ελ)² V + ε² p² c/B``, solved in closed form,
+
+  .. math:: V_t = a^{2t} V_0 + \\frac{1 - a^{2t}}{1 - a^2}\\,\\frac{\\epsilon^2 p^2 c}{B},
+            \\quad a = 1 - \\epsilon\\lambda,\\quad 1 - a^2 = \\epsilon\\lambda(2 - \\epsilon\\lambda)
+
+  with ``a^{2t} = exp(2t·log1p(−ελ))``, so nothing cancels when ελ ≪ 1 and nothing overflows.
+* heavy-ball momentum (``v ← βv + PG_B``, ``θ ← θ − εv``) and iterate EMA
+  (``θ̃ ← γθ̃ + (1 − γ)θ``): a per-coordinate linear state ``s_{t+1} = F s_t + g ξ_t`` whose second
+  moments ``S = E[s sᵀ]`` obey ``S ← F S Fᵀ + g gᵀ`` — a linear map on the 3 (momentum or EMA) or 6
+  (both) distinct moments. The affine map is raised to powers by repeated squaring, so E[L_t] at any
+  checkpoints costs O(log t) per checkpoint and no step-by-step loop is needed.
+
+The expected loss is ``E[L_t] = ½ Σ_i h_i E[θ_i(t)²]`` (of θ̃ with EMA).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .problem import NoisyQuadratic, check_batch_size, check_lr, check_precond, check_unit_interval
+
+__all__ = ["expected_loss", "steady_state_loss", "sgd_variance"]
+
+# Coordinates per block: bounds memory at about 2**16 × (matrix size)² × (number of powers) floats.
+_BLOCK_ELEMENTS = 1 << 20
+
+
+def _init_var(p: NoisyQuadratic, init_var) -> np.ndarray:
+    v = np.asarray(init_var, dtype=np.float64)
+    v = np.broadcast_to(v, (p.d,)) if v.ndim == 0 else v
+    if v.shape != (p.d,) or not np.all(np.isfinite(v)) or np.any(v < 0):
+        raise ValueError(f"init_var must be a scalar or shape ({p.d},) of finite values >= 0")
+    return v
+
+
+def _checkpoints(steps, at) -> np.ndarray:
+    if int(steps) != steps or steps < 0:
+        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
+    if at is None:
+        return np.arange(int(steps) + 1)
+    t = np.asarray(at)
+    if t.ndim != 1 or np.any(t < 0) or np.any(t > steps) or np.any(t != np.round(t)):
+        raise ValueError(f"at must be a 1-D array of integer steps in [0, {steps}]")
+    return t.astype(np.int64)
+
+
+def _coefficients(p, lr, batch_size, precond):
+    """(λ, noise std of the θ update) per coordinate: θ ← (1 − ελ)θ − σ z with z ~ unit."""
+    e = float(check_lr(lr))
+    b = float(check_batch_size(batch_size))
+    pre = check_precond(p, precond)
+    lam = e * pre * p.h
+    sigma = e * pre * np.sqrt(p.c / b)
+    return lam, sigma
+
+
+def sgd_variance(lam, noise_var, v0, t):
+    """Closed-form ``E[θ_t²]`` of ``θ ← (1 − λ)θ − n``, ``Var n = noise_var``; broadcasts ``t`` (T, 1).
+
+    .. math:: V_t = a^{2t}V_0 + \\frac{1 - a^{2t}}{\\lambda(2 - \\lambda)}\\,\\mathrm{noise\\_var},\\quad a = 1 - \\lambda
+
+    ``lam`` here is the product ε·p·h. The limit 1 − a² → 0 (λ = 2) gives ``V_0 + t·noise_var``.
+    """
+    lam = np.asarray(lam, dtype=np.float64)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        log_abs_a = np.where(lam < 1, np.log1p(-np.minimum(lam, 1)), np.log(np.abs(lam - 1)))
+        t_log_r = np.where(t == 0, 0.0, 2.0 * t * log_abs_a)
+        r_t = np.exp(t_log_r)
+        one_minus_r = lam * (2.0 - lam)
+        growth = np.where(one_minus_r == 0, t, -np.expm1(t_log_r) / np.where(one_minus_r == 0, 1, one_minus_r))
+        return r_t * v0 + growth * noise_var
+
+
+def _transition(lam, sigma, momentum: float, ema: float):
+    """Per-coordinate (F, g, loss index) of the linear state recursion s ← F s + g z.
+
+    State: θ_t; with momentum also θ_{t−1} (εv_t = θ_{t−1} − θ_t, so
+    θ_{t+1} = (1 + β − ελ)θ_t − βθ_{t−1} − σz); with EMA also θ̃_t, updated from θ_{t+1}.
+    """
+    n = lam.size
+    if momentum > 0:
+        row_theta = np.stack([1.0 + momentum - lam, np.full(n, -momentum)], axis=-1)
+        rows = [row_theta, np.tile([1.0, 0.0], (n, 1))]
+        g = [-sigma, np.zeros(n)]
+    else:
+        row_theta = (1.0 - lam)[:, None]
+        rows = [row_theta]
+        g = [-sigma]
+    k = len(rows)
+    if ema > 0:
+        rows = [np.concatenate([r, np.zeros((n, 1))], axis=-1) for r in rows]
+        rows.append(np.concatenate([(1.0 - ema) * row_theta, np.full((n, 1), ema)], axis=-1))
+        g.append((1.0 - ema) * g[0])
+        k += 1
+    f = np.stack(rows, axis=1)  # (n, k, k)
+    return f, np.stack(g, axis=-1), (k - 1 if ema > 0 else 0)
+
+
+def _moment_map(f, g):
+    """Augmented (n, k²+1, k²+1) matrix of vec(S) ← (F⊗F) vec(S) + vec(g gᵀ)."""
+    n, k, _ = f.shape
+    m = np.zeros((n, k * k + 1, k * k + 1))
+    m[:, : k * k, : k * k] = np.einsum("nil,njm->nijlm", f, f).reshape(n, k * k, k * k)
+    m[:, : k * k, -1] = np.einsum("ni,nj->nij", g, g).reshape(n, k * k)
+    m[:, -1, -1] = 1.0
+    return m
+
+
+def _linear_second_moments(lam, sigma, v0, momentum, ema, t):
+    """E[(loss component)²] at steps ``t`` (sorted) by powering the affine moment map; shape (T, n)."""
+    f, g, idx = _transition(lam, sigma, momentum, ema)
+    n, k, _ = f.shape
+    m = _moment_map(f, g)
+    state = np.concatenate([np.repeat(v0[:, None], k * k, axis=1), np.ones((n, 1))], axis=1)
+    gaps = np.diff(np.concatenate([[0], t]))
+    powers = [m]
+    for _ in range(max(int(gaps.max()).bit_length() - 1, 0) if gaps.size else 0):
+        with np.errstate(over="ignore", invalid="ignore"):
+            powers.append(powers[-1] @ powers[-1])
+    out = np.empty((t.size, n))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for j, gap in enumerate(gaps):
+            bit = 0
+            while gap:
+                if gap & 1:
+                    state = np.einsum("nij,nj->ni", powers[bit], state)
+                gap >>= 1
+                bit += 1
+            out[j] = state[:, idx * k + idx]
+    return out
+
+
+def expected_loss(
+    p: NoisyQuadratic,
+    lr,
+    batch_size,
+    steps: int,
+    init_var=1.0,
+    precond=None,
+    momentum: float = 0.0,
+    ema: float = 0.0,
+    *,
+    at=None,
+) -> np.ndarray:
+    """Exact E[L_t] of SGD (optionally preconditioned, with heavy-ball momentum and/or iterate EMA).
+
+    .. math:: \\mathbb E[L_t] = \\tfrac12 \\sum_i h_i\\,\\mathbb E[\\theta_i(t)^2]
+
+    Args:
+        p: the problem; only ``h`` and Σ's diagonal ``c`` enter.
+        lr: step ε > 0. batch_size: B ≥ 1 (real allowed).
+        steps: number of steps T.
+        init_var: E[θ_0²] per coordinate in H's basis, scalar or (d,).
+        precond: (d,) diagonal of P in H's basis. momentum: β in [0, 1). ema: γ in [0, 1).
+        at: optional 1-D array of steps in [0, T] at which to evaluate (default: every step).
+
+    Returns:
+        (T+1,) or (len(at),) float64. A diverging run (unstable step) gives inf once it overflows.
+
+    References: Zhang et al. 2019 (arXiv:1907.04164), eqs. for SGD, momentum and EMA in §3 and App. A.
+
+    Example:
+        >>> from nqm import NoisyQuadratic
+        >>> p = NoisyQuadratic([1.0], c=[0.0])
+        >>> expected_loss(p, 0.5, 1, 2).tolist()   # ½ · (1 − 0.5)^{2t}
+        [0.5, 0.125, 0.03125]
+    """
+    t = _checkpoints(steps, at)
+    beta = check_unit_interval("momentum", momentum)
+    gamma = check_unit_interval("ema", ema)
+    lam, sigma = _coefficients(p, lr, batch_size, precond)
+    v0 = _init_var(p, init_var)
+    order = np.argsort(t, kind="stable")
+    t_sorted = t[order]
+    loss = np.zeros(t.size)
+    block = max(1, _BLOCK_ELEMENTS // max(t.size, 1)) if beta == 0 and gamma == 0 else 1 << 12
+    for lo in range(0, p.d, block):
+        sl = slice(lo, lo + block)
+        if beta == 0 and gamma == 0:
+            var = sgd_variance(lam[sl], sigma[sl] ** 2, v0[sl], t_sorted[:, None].astype(np.float64))
+        else:
+            var = _linear_second_moments(lam[sl], sigma[sl], v0[sl], beta, gamma, t_sorted)
+        with np.errstate(over="ignore", invalid="ignore"):
+            loss += 0.5 * (var @ p.h[sl])
+    loss = np.where(np.isnan(loss), np.inf, loss)  # nan only arises from inf − inf in a diverging run
+    out = np.empty_like(loss)
+    out[order] = loss
+    return out
+
+
+def steady_state_loss(
+    p: NoisyQuadratic, lr, batch_size, precond=None, momentum: float = 0.0, ema: float = 0.0
+) -> float:
+    """lim E[L_t] as t → ∞: the fixed point of the moment map (inf when the step is unstable).
+
+    For SGD per coordinate this is ``εc/(2B(2 − ελ))`` (p = 1); Zhang et al. 2019 give momentum's
+    ``(1 + β)εc/(2B(2β + 2 − εh)(1 − β))`` — the tests derive both from this fixed point.
+    """
+    beta = check_unit_interval("momentum", momentum)
+    gamma = check_unit_interval("ema", ema)
+    lam, sigma = _coefficients(p, lr, batch_size, precond)
+    f, g, idx = _transition(lam, sigma, beta, gamma)
+    # Stable iff the spectral radius of F is < 1; the moment map's eigenvalues are its products.
+    if np.max(np.abs(np.linalg.eigvals(f))) >= 1.0:
+        return float("inf")
+    m = _moment_map(f, g)
+    kk = f.shape[1] ** 2
+    fixed = np.linalg.solve(np.eye(kk) - m[:, :kk, :kk], m[:, :kk, -1][..., None])[..., 0]
+    k = f.shape[1]
+    return float(0.5 * p.h @ fixed[:, idx * k + idx])

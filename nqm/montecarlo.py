@@ -1,0 +1,427 @@
+"""Monte Carlo: real SGD runs on many replicas at once (NumPy backend, multi-threaded).
+
+Each replica starts from ``θ_0 ~ N(0, diag(init_var))`` (or a given ``theta0``) and runs, with
+``G_B = Hθ + ξ_B`` (see :mod:`nqm.noise`):
+
+* SGD ``θ ← θ − εP G_B``;
+* heavy-ball momentum ``v ← βv + P G_B``, ``θ ← θ − εv`` (v₀ = 0);
+* iterate EMA ``θ̃ ← γθ̃ + (1 − γ)θ``, θ̃₀ = θ₀, whose loss is then reported.
+
+Work is split into *tiles* (a block of replicas × a block of coordinates for diagonal problems, a
+block of replicas × all coordinates otherwise). Each tile owns an ``SFC64`` stream seeded by
+``SeedSequence(seed, spawn_key=(replica block, coordinate block))`` and runs all its steps on its own,
+so tiles go to threads in any order and a result depends only on (seed, problem, arguments), never on
+the thread count. Losses are accumulated in float64 whatever the state's dtype.
+
+Diagonal problems take a fast path of in-place updates on cache-sized tiles, bound by the normal
+generator (DESIGN §6); dense Σ, a rotated basis or per-example noise take the general path of
+matrix products.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from .noise import check_distribution, minibatch_noise
+from .problem import NoisyQuadratic, check_batch_size, check_lr, check_precond, check_unit_interval
+
+__all__ = ["simulate", "one_step_improvement", "SimulationResult", "OneStepResult", "default_record"]
+
+_TILE_ELEMENTS = 1 << 14  # 128 KiB of float64 per array: a tile's working set stays in L2.
+_GENERAL_TILE_ELEMENTS = 1 << 16
+_BACKENDS = ("numpy", "auto")
+
+
+@dataclass
+class SimulationResult:
+    """Loss statistics of R replicas at the recorded steps.
+
+    Attributes:
+        steps: (K,) recorded step indices.
+        mean: (K,) mean loss over replicas. sem: (K,) its standard error (ddof = 1).
+        n: number of replicas.
+        losses: (n, K) per-replica losses when ``keep_losses=True``, else None.
+        state: (n, d) final θ in H's basis when ``keep_state=True``, else None.
+    """
+
+    steps: np.ndarray
+    mean: np.ndarray
+    sem: np.ndarray
+    n: int
+    losses: np.ndarray | None = None
+    state: np.ndarray | None = None
+
+
+@dataclass
+class OneStepResult:
+    """Improvement ``ΔL = L(θ) − L(θ − εP G_B)`` over replicas, on a grid of (lr, batch_size)."""
+
+    lr: np.ndarray
+    batch_size: np.ndarray
+    mean: np.ndarray
+    sem: np.ndarray
+    n: int
+
+
+def default_record(steps: int, points: int = 40) -> np.ndarray:
+    """Log-spaced checkpoints in [0, steps], always with 0 and ``steps``."""
+    if steps == 0:
+        return np.array([0])
+    inner = np.round(np.geomspace(1, steps, points)).astype(np.int64)
+    return np.unique(np.concatenate([[0], inner, [steps]]))
+
+
+def _record(steps: int, record) -> np.ndarray:
+    if record is None:
+        return default_record(steps)
+    r = np.unique(np.asarray(record, dtype=np.int64))
+    if r.ndim != 1 or r.size == 0 or r[0] < 0 or r[-1] > steps:
+        raise ValueError(f"record must be steps in [0, {steps}]")
+    return r
+
+
+def _threads(threads, n_tiles: int) -> int:
+    if threads is None:
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if int(threads) < 1:
+        raise ValueError("threads must be >= 1")
+    return max(1, min(int(threads), n_tiles))
+
+
+def _rng(seed, *key) -> np.random.Generator:
+    return np.random.Generator(np.random.SFC64(np.random.SeedSequence(seed, spawn_key=key)))
+
+
+class _Progress:
+    """Thread-safe progress on stderr: fraction done, elapsed and remaining time."""
+
+    def __init__(self, total: float, label: str, enabled: bool):
+        self.total, self.label, self.enabled = total, label, enabled
+        self.done, self.start, self.last = 0.0, time.perf_counter(), 0.0
+        self.lock = threading.Lock()
+        self.tty = sys.stderr.isatty()
+
+    def update(self, amount: float) -> None:
+        if not self.enabled:
+            return
+        with self.lock:
+            self.done += amount
+            now = time.perf_counter()
+            if now - self.last < (0.5 if self.tty else 10.0) and self.done < self.total:
+                return
+            self.last = now
+            elapsed = now - self.start
+            frac = self.done / self.total
+            left = elapsed * (1 - frac) / frac if frac > 0 else float("nan")
+            end = "\r" if self.tty and frac < 1 else "\n"
+            print(f"{self.label}: {100 * frac:5.1f}%  {elapsed:7.1f} s elapsed, ~{left:6.1f} s left", end=end,
+                  file=sys.stderr, flush=True)
+
+
+def _run_tiles(tasks, threads: int):
+    if threads == 1:
+        return [task() for task in tasks]
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(lambda task: task(), tasks))
+
+
+# -- the diagonal fast path -------------------------------------------------------------------
+def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state):
+    """Run one (replicas × coordinates) tile of a diagonal problem in place; return its losses."""
+    a, s, h, beta, gamma = coef["a"], coef["s"], coef["h"], coef["beta"], coef["gamma"]
+    theta = theta0.astype(dtype, copy=True)
+    z = np.empty_like(theta)
+    prev = theta.copy() if beta > 0 else None  # θ_{t−1}; θ_{−1} = θ_0 means v_0 = 0
+    tmp = np.empty_like(theta) if beta > 0 else None
+    avg = theta.copy() if gamma > 0 else None
+    losses = np.empty((theta.shape[0], record.size))
+    k = 0
+
+    def loss_of(x):
+        return 0.5 * (np.square(x, dtype=np.float64) @ h)
+
+    if record[0] == 0:
+        losses[:, 0] = loss_of(theta)
+        k = 1
+    report_every = max(1, steps // 100)
+    for t in range(1, steps + 1):
+        rng.standard_normal(out=z, dtype=dtype)
+        z *= s
+        if beta > 0:
+            # θ_{t+1} = αθ_t − βθ_{t−1} − s z, with α = 1 + β − ελ (heavy ball written on positions).
+            prev *= beta
+            prev += z
+            np.multiply(theta, a, out=tmp)
+            np.subtract(tmp, prev, out=prev)
+            theta, prev = prev, theta
+        else:
+            theta *= a
+            theta -= z
+        if gamma > 0:
+            avg -= theta
+            avg *= gamma
+            avg += theta
+        if k < record.size and record[k] == t:
+            losses[:, k] = loss_of(avg if gamma > 0 else theta)
+            k += 1
+        if t % report_every == 0:
+            progress.update(report_every * theta.size)
+    return losses, (theta if keep_state else None)
+
+
+def _diagonal_coefficients(p, lr, batch_size, pre, beta, gamma, dtype):
+    lam = lr * pre * p.h
+    return {
+        # Momentum's position form uses α = 1 + β − ελ in the same slot as SGD's a = 1 − ελ.
+        "a": (1.0 + beta - lam).astype(dtype),
+        "s": (lr * pre * np.sqrt(p.c / batch_size)).astype(dtype),
+        "h": p.h,
+        "beta": dtype(beta),
+        "gamma": dtype(gamma),
+    }
+
+
+# -- the general path: dense Σ, rotated basis, per-example noise ------------------------------
+class _WorkingBasis:
+    """Operators of the coordinates the simulator works in: H's eigenbasis, or x = Qθ."""
+
+    def __init__(self, p: NoisyQuadratic, pre: np.ndarray, dtype):
+        self.q = None if p.basis is None else p.basis.astype(dtype)
+        if p.basis is None:
+            self.h, self.pre = p.h.astype(dtype), pre.astype(dtype)
+        else:
+            self.h_mat = ((p.basis * p.h) @ p.basis.T).astype(dtype)
+            self.pre_mat = ((p.basis * pre) @ p.basis.T).astype(dtype)
+
+    def to_working(self, theta):
+        return theta if self.q is None else theta @ self.q.T
+
+    def to_eigenbasis(self, x):
+        return x if self.q is None else x @ self.q
+
+    def curvature(self, x):
+        return x * self.h if self.q is None else x @ self.h_mat
+
+    def precondition(self, g):
+        return g * self.pre if self.q is None else g @ self.pre_mat
+
+    def loss(self, x):
+        return 0.5 * np.einsum("ij,ij->i", x.astype(np.float64), self.curvature(x).astype(np.float64))
+
+
+def _general_tile(rng, p, basis, lr, batch_size, beta, gamma, per_example, theta0, steps, record, dtype,
+                  progress, keep_state):
+    x = basis.to_working(theta0.astype(dtype))
+    v = np.zeros_like(x) if beta > 0 else None
+    avg = x.copy() if gamma > 0 else None
+    losses = np.empty((x.shape[0], record.size))
+    k = 0
+    if record[0] == 0:
+        losses[:, 0] = basis.loss(x)
+        k = 1
+    report_every = max(1, steps // 100)
+    for t in range(1, steps + 1):
+        noise = basis.to_working(minibatch_noise(rng, p, batch_size, x.shape[0], per_example, dtype))
+        step = basis.precondition(basis.curvature(x) + noise)
+        if beta > 0:
+            v *= beta
+            v += step
+            step = v
+        x -= lr * step
+        if gamma > 0:
+            avg *= gamma
+            avg += (1 - gamma) * x
+        if k < record.size and record[k] == t:
+            losses[:, k] = basis.loss(avg if gamma > 0 else x)
+            k += 1
+        if t % report_every == 0:
+            progress.update(report_every * x.size)
+    return losses, (basis.to_eigenbasis(x) if keep_state else None)
+
+
+def _initial_theta(rng, theta0, init_var, rows, cols: slice, dtype):
+    if theta0 is not None:
+        return np.broadcast_to(theta0[cols], (rows, theta0[cols].size)).astype(dtype)
+    return rng.standard_normal((rows, init_var[cols].size), dtype=dtype) * np.sqrt(init_var[cols]).astype(dtype)
+
+
+def simulate(
+    p: NoisyQuadratic,
+    lr,
+    batch_size,
+    steps: int,
+    replicas: int,
+    seed=0,
+    init_var=1.0,
+    precond=None,
+    momentum: float = 0.0,
+    ema: float = 0.0,
+    backend: str = "numpy",
+    record=None,
+    *,
+    dtype=np.float64,
+    per_example: str | None = None,
+    theta0=None,
+    threads: int | None = None,
+    progress: bool | None = None,
+    keep_losses: bool = False,
+    keep_state: bool = False,
+) -> SimulationResult:
+    """Simulate SGD (optionally preconditioned, with momentum and/or EMA) on ``replicas`` replicas.
+
+    Args:
+        p: the problem. lr: ε > 0. batch_size: B ≥ 1 (integer with ``per_example``).
+        steps: T ≥ 0. replicas: R ≥ 2 (a standard error needs two).
+        seed: anything ``numpy.random.SeedSequence`` accepts; the result is a function of it.
+        init_var: E[θ_0²] per coordinate in H's basis (scalar or (d,)); θ_0 ~ N(0, diag(init_var)).
+        precond: (d,) diagonal of P in H's basis. momentum: β in [0, 1). ema: γ in [0, 1).
+        backend: "numpy" (or "auto", which is NumPy until a GPU backend exists).
+        record: steps at which the loss is recorded (default: 40 log-spaced, with 0 and T).
+        dtype: float64 or float32 state; losses are accumulated in float64.
+        per_example: None (batch-scaled Gaussian noise) or a distribution name of
+            :data:`nqm.noise.EXAMPLE_DISTRIBUTIONS`; then B examples are drawn and averaged per step.
+        theta0: (d,) common starting point in H's basis, instead of drawing it.
+        threads: worker threads (default: all usable cores); does not change the result.
+        progress: progress on stderr; default on for runs over about 10 s.
+        keep_losses: also return the (R, K) per-replica losses. keep_state: return the final θ.
+
+    Example:
+        >>> import nqm
+        >>> p = nqm.NoisyQuadratic.zhang2019(100)
+        >>> r = nqm.simulate(p, lr=1.0, batch_size=10, steps=50, replicas=64, seed=1)
+        >>> r.steps[[0, -1]].tolist(), r.n
+        ([0, 50], 64)
+    """
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+    lr = float(check_lr(lr))
+    batch_size = float(check_batch_size(batch_size, integer=per_example is not None))
+    if int(steps) != steps or steps < 0:
+        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
+    if int(replicas) != replicas or replicas < 2:
+        raise ValueError(f"replicas must be an integer >= 2, got {replicas!r}")
+    steps, replicas = int(steps), int(replicas)
+    dtype = np.dtype(dtype).type
+    if dtype not in (np.float32, np.float64):
+        raise ValueError("dtype must be float32 or float64")
+    beta = check_unit_interval("momentum", momentum)
+    gamma = check_unit_interval("ema", ema)
+    pre = check_precond(p, precond)
+    check_distribution(per_example)
+    rec = _record(steps, record)
+    var0 = np.broadcast_to(np.asarray(init_var, dtype=np.float64), (p.d,))
+    if not np.all(np.isfinite(var0)) or np.any(var0 < 0):
+        raise ValueError("init_var must be finite and >= 0")
+    th0 = None
+    if theta0 is not None:
+        th0 = np.asarray(theta0, dtype=np.float64)
+        if th0.shape != (p.d,):
+            raise ValueError(f"theta0 must have shape ({p.d},)")
+
+    fast = p.is_diagonal and per_example is None
+    cols = min(p.d, _TILE_ELEMENTS) if fast else p.d
+    rows = max(1, (_TILE_ELEMENTS if fast else _GENERAL_TILE_ELEMENTS) // cols)
+    tiles = [(r0, c0) for r0 in range(0, replicas, rows) for c0 in range(0, p.d, cols)]
+    work = float(replicas) * p.d * steps * (1 + (per_example is not None) * batch_size)
+    bar = _Progress(work, "nqm.simulate", work > 2e9 if progress is None else bool(progress))
+
+    if fast:
+        coef = _diagonal_coefficients(p, lr, batch_size, pre, beta, gamma, dtype)
+
+    def task(r0, c0):
+        def run():
+            rng = _rng(seed, r0 // rows, c0 // cols)
+            n_rows, sl = min(rows, replicas - r0), slice(c0, c0 + cols)
+            theta = _initial_theta(rng, th0, var0, n_rows, sl, dtype)
+            if fast:
+                tile_coef = {k: (v[sl] if isinstance(v, np.ndarray) else v) for k, v in coef.items()}
+                return _diagonal_tile(rng, tile_coef, theta, steps, rec, dtype, bar, keep_state)
+            basis = _WorkingBasis(p, pre, dtype)
+            return _general_tile(rng, p, basis, lr, batch_size, beta, gamma, per_example, theta, steps, rec,
+                                 dtype, bar, keep_state)
+
+        return run
+
+    outputs = _run_tiles([task(*t) for t in tiles], _threads(threads, len(tiles)))
+    losses = np.zeros((replicas, rec.size))
+    state = np.empty((replicas, p.d)) if keep_state else None
+    for (r0, c0), (tile_losses, tile_state) in zip(tiles, outputs):  # fixed order: deterministic sums
+        losses[r0 : r0 + tile_losses.shape[0]] += tile_losses
+        if keep_state:
+            state[r0 : r0 + tile_state.shape[0], c0 : c0 + tile_state.shape[1]] = tile_state
+    return SimulationResult(
+        steps=rec,
+        mean=losses.mean(axis=0),
+        sem=losses.std(axis=0, ddof=1) / np.sqrt(replicas),
+        n=replicas,
+        losses=losses if keep_losses else None,
+        state=state,
+    )
+
+
+def one_step_improvement(
+    p: NoisyQuadratic,
+    theta,
+    lr,
+    batch_size,
+    replicas: int,
+    seed=0,
+    precond=None,
+    *,
+    per_example: str | None = None,
+    threads: int | None = None,
+) -> OneStepResult:
+    """One real SGD step from ``theta`` for every cell of a (lr, batch_size) grid.
+
+    .. math:: \\Delta L = L(\\theta) - L(\\theta - \\epsilon P G_B), \\qquad G_B = H\\theta + \\xi_B
+
+    ``lr`` and ``batch_size`` broadcast to the grid's shape; every cell gets its own ``replicas``
+    independent draws (stream keyed by (seed, cell)), so cells are statistically independent.
+    The step is taken in the simulator's working basis (rotated when ``p.basis`` is set).
+    Returns the mean and standard error of ΔL per cell; compare with
+    :func:`nqm.theory.expected_improvement` (McCandlish et al. 2018, eq. 2.5).
+    """
+    lrs, bs = np.broadcast_arrays(check_lr(lr), check_batch_size(batch_size, integer=per_example is not None))
+    if int(replicas) != replicas or replicas < 2:
+        raise ValueError(f"replicas must be an integer >= 2, got {replicas!r}")
+    replicas = int(replicas)
+    pre = check_precond(p, precond)
+    check_distribution(per_example)
+    th = np.asarray(theta, dtype=np.float64)
+    if th.shape != (p.d,):
+        raise ValueError(f"theta must have shape ({p.d},)")
+    basis = _WorkingBasis(p, pre, np.float64)
+    x = basis.to_working(th[None, :])
+    loss0 = basis.loss(x)[0]
+    grad = basis.curvature(x)
+    rows = max(1, _GENERAL_TILE_ELEMENTS // p.d)
+
+    def cell(index):
+        def run():
+            eps, b = float(lrs.flat[index]), float(bs.flat[index])
+            rng = _rng(seed, index)
+            out = np.empty(replicas)
+            for r0 in range(0, replicas, rows):
+                n = min(rows, replicas - r0)
+                noise = basis.to_working(minibatch_noise(rng, p, b, n, per_example))
+                out[r0 : r0 + n] = loss0 - basis.loss(x - eps * basis.precondition(grad + noise))
+            return out
+
+        return run
+
+    samples = _run_tiles([cell(i) for i in range(lrs.size)], _threads(threads, lrs.size))
+    samples = np.array(samples).reshape(lrs.shape + (replicas,))
+    return OneStepResult(
+        lr=lrs.copy(),
+        batch_size=bs.copy(),
+        mean=samples.mean(axis=-1),
+        sem=samples.std(axis=-1, ddof=1) / np.sqrt(replicas),
+        n=replicas,
+    )

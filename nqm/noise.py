@@ -1,0 +1,95 @@
+"""Minibatch gradient noise: what a batch of B examples adds to the true gradient.
+
+A minibatch gradient is ``G_B = G + ξ_B`` with ``ξ_B = (1/B) Σ_b ξ_b`` and ``Cov ξ_b = Σ``, so
+``Cov ξ_B = Σ/B`` (McCandlish et al. 2018, arXiv:1812.06162, eq. 2.3). Two ways to draw ``ξ_B``:
+
+* **batch-scaled Gaussian** (default): ``ξ_B = F z/√B`` with one standard normal per coordinate,
+  whatever B is (``F Fᵀ = Σ``; ``F = diag(√c)`` for a diagonal Σ);
+* **per-example**: B unit-variance vectors ``z_b`` from a named zero-mean distribution are really
+  drawn and averaged, ``ξ_B = F (1/B) Σ_b z_b``; this tests that only the covariance matters.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .problem import NoisyQuadratic
+
+__all__ = ["EXAMPLE_DISTRIBUTIONS", "STUDENT_T_DF", "unit_examples", "minibatch_noise"]
+
+STUDENT_T_DF = 5.0
+"""Degrees of freedom of the scaled Student-t examples (finite fourth moment needs df > 4)."""
+
+
+def _gaussian(rng, size, dtype):
+    return rng.standard_normal(size, dtype=dtype)
+
+
+def _rademacher(rng, size, dtype):
+    return (2 * rng.integers(0, 2, size=size, dtype=np.int8) - 1).astype(dtype)
+
+
+def _student_t(rng, size, dtype):
+    # Var t_ν = ν/(ν − 2): rescale to unit variance.
+    return (rng.standard_t(STUDENT_T_DF, size) * np.sqrt((STUDENT_T_DF - 2) / STUDENT_T_DF)).astype(dtype)
+
+
+def _laplace(rng, size, dtype):
+    # Var Laplace(0, b) = 2b².
+    return rng.laplace(0.0, np.sqrt(0.5), size).astype(dtype)
+
+
+EXAMPLE_DISTRIBUTIONS = {
+    "gaussian": _gaussian,
+    "rademacher": _rademacher,
+    "student_t": _student_t,
+    "laplace": _laplace,
+}
+"""Zero-mean, unit-variance, independent-coordinate example distributions, by name."""
+
+# Examples are drawn in chunks so that memory stays at about this many values whatever B is.
+_EXAMPLE_CHUNK_VALUES = 1 << 22
+
+
+def check_distribution(name: str | None) -> str | None:
+    """Validate a per-example distribution name (None means batch-scaled Gaussian)."""
+    if name is not None and name not in EXAMPLE_DISTRIBUTIONS:
+        raise ValueError(f"unknown per-example distribution {name!r}; choose from {sorted(EXAMPLE_DISTRIBUTIONS)}")
+    return name
+
+
+def unit_examples(rng: np.random.Generator, name: str, size, dtype=np.float64) -> np.ndarray:
+    """``size`` independent zero-mean unit-variance draws from the distribution ``name``."""
+    return EXAMPLE_DISTRIBUTIONS[check_distribution(name)](rng, size, dtype)
+
+
+def minibatch_noise(
+    rng: np.random.Generator,
+    p: NoisyQuadratic,
+    batch_size: int,
+    rows: int,
+    per_example: str | None = None,
+    dtype=np.float64,
+) -> np.ndarray:
+    """(rows, d) draws of ξ_B in H's basis, each with mean 0 and covariance Σ/B.
+
+    Args:
+        rng: the generator of this replica block.
+        p: the problem (Σ as ``c`` or dense).
+        batch_size: B ≥ 1 (an integer in per-example mode).
+        rows: number of independent draws (replicas).
+        per_example: None for batch-scaled Gaussian noise, else a name in ``EXAMPLE_DISTRIBUTIONS``.
+    """
+    if per_example is None:
+        z = rng.standard_normal((rows, p.d), dtype=dtype)
+        scale = 1.0 / np.sqrt(batch_size)
+    else:
+        b = int(batch_size)
+        z = np.zeros((rows, p.d), dtype=dtype)
+        chunk = max(1, _EXAMPLE_CHUNK_VALUES // (rows * p.d))
+        for lo in range(0, b, chunk):
+            z += unit_examples(rng, per_example, (min(chunk, b - lo), rows, p.d), dtype).sum(axis=0)
+        scale = 1.0 / b
+    if p.sigma_factor is None:
+        return z * (np.sqrt(p.c) * scale).astype(dtype)
+    return (z @ (p.sigma_factor.T * scale)).astype(dtype, copy=False)

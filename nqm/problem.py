@@ -1,0 +1,172 @@
+"""The noisy quadratic problem description shared by theory, dynamics and simulation.
+
+Loss ``L(θ) = ½ θᵀHθ`` with ``H = diag(h)`` in its eigenbasis; a per-example gradient is
+``g_x(θ) = Hθ + ξ_x`` with ``E ξ = 0`` and ``Cov ξ = Σ`` (McCandlish et al. 2018, arXiv:1812.06162,
+§2; Zhang et al. 2019, arXiv:1907.04164, §3). Σ is given either by its diagonal ``c`` in H's
+basis or as a dense PSD matrix ``sigma`` in H's basis. An optional orthogonal ``basis`` Q makes
+the simulator work on ``Qθ``; every closed-form quantity is basis-invariant, so theory and
+dynamics ignore it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["NoisyQuadratic", "check_batch_size", "check_lr", "check_precond", "check_unit_interval"]
+
+_SYMMETRY_RTOL = 1e-10
+_ORTHOGONALITY_ATOL = 1e-8
+
+
+def _as_vector(name: str, values, d: int | None = None) -> np.ndarray:
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim == 0 and d is not None:
+        arr = np.full(d, float(arr))
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array, got shape {arr.shape}")
+    if d is not None and arr.shape[0] != d:
+        raise ValueError(f"{name} has length {arr.shape[0]} but the Hessian has d = {d} eigenvalues")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values")
+    return arr
+
+
+class NoisyQuadratic:
+    """A noisy quadratic model.
+
+    .. math::
+        L(\\theta) = \\tfrac12 \\theta^\\top H \\theta, \\quad
+        g_x(\\theta) = H\\theta + \\xi_x,\\quad \\operatorname{Cov}\\xi_x = \\Sigma
+
+    Args:
+        h: (d,) Hessian eigenvalues, finite and > 0.
+        c: (d,) per-example noise variances ≥ 0 (diagonal of Σ in H's basis), or a scalar
+            broadcast to all coordinates. Mutually exclusive with ``sigma``.
+        sigma: (d, d) dense symmetric PSD per-example covariance in H's basis.
+        basis: (d, d) orthogonal matrix Q; the simulator then works on ``Qθ``.
+        name: a label used in reports.
+
+    Example:
+        >>> p = NoisyQuadratic([1.0, 0.5], c=[0.1, 0.2])
+        >>> p.d, float(p.trace_sigma)
+        (2, 0.30000000000000004)
+    """
+
+    def __init__(self, h, c=None, *, sigma=None, basis=None, name: str | None = None):
+        self.h = _as_vector("h (Hessian eigenvalues)", h)
+        if self.h.size == 0:
+            raise ValueError("h (Hessian eigenvalues) must not be empty")
+        if np.any(self.h <= 0):
+            raise ValueError("h (Hessian eigenvalues) must be > 0; got min(h) = %g" % self.h.min())
+        d = self.h.size
+        if (c is None) == (sigma is None):
+            raise ValueError("give exactly one of c (diagonal noise variances) or sigma (dense Σ)")
+        if sigma is not None:
+            sigma = np.array(sigma, dtype=np.float64)
+            if sigma.shape != (d, d):
+                raise ValueError(f"sigma must have shape ({d}, {d}), got {sigma.shape}")
+            if not np.all(np.isfinite(sigma)):
+                raise ValueError("sigma contains non-finite values")
+            scale = max(np.abs(sigma).max(), np.finfo(float).tiny)
+            if not np.allclose(sigma, sigma.T, rtol=0, atol=_SYMMETRY_RTOL * scale):
+                raise ValueError("sigma must be symmetric")
+            sigma = 0.5 * (sigma + sigma.T)
+            eigvals, eigvecs = np.linalg.eigh(sigma)
+            if eigvals.min() < -1e-10 * scale * d:
+                raise ValueError(f"sigma must be positive semi-definite; smallest eigenvalue {eigvals.min():.3g}")
+            # Σ = F Fᵀ with F = U sqrt(λ): the factor that maps unit noise to noise with covariance Σ.
+            self._sigma_factor = eigvecs * np.sqrt(np.clip(eigvals, 0.0, None))
+            self.sigma = sigma
+            self.c = np.diag(sigma).copy()
+        else:
+            self.c = _as_vector("c (noise variances)", c, d)
+            if np.any(self.c < 0):
+                raise ValueError("c (noise variances) must be >= 0; got min(c) = %g" % self.c.min())
+            self.sigma = None
+            self._sigma_factor = None
+        if basis is not None:
+            basis = np.array(basis, dtype=np.float64)
+            if basis.shape != (d, d):
+                raise ValueError(f"basis must have shape ({d}, {d}), got {basis.shape}")
+            if not np.allclose(basis @ basis.T, np.eye(d), rtol=0, atol=_ORTHOGONALITY_ATOL):
+                raise ValueError("basis must be orthogonal (Q Qᵀ = I)")
+        self.basis = basis
+        self.name = name or ("dense-Σ quadratic" if sigma is not None else "diagonal quadratic")
+
+    # -- derived quantities -------------------------------------------------------------------
+    @property
+    def d(self) -> int:
+        """Dimension."""
+        return self.h.size
+
+    @property
+    def is_diagonal(self) -> bool:
+        """True when Σ is diagonal in H's basis and no rotated basis is requested."""
+        return self.sigma is None and self.basis is None
+
+    @property
+    def trace_sigma(self) -> float:
+        """tr Σ."""
+        return float(self.c.sum())
+
+    @property
+    def trace_h_sigma(self) -> float:
+        """tr(HΣ) = Σ_i h_i Σ_ii (H is diagonal in its own basis)."""
+        return float(self.h @ self.c)
+
+    @property
+    def sigma_factor(self) -> np.ndarray | None:
+        """(d, d) F with F Fᵀ = Σ for a dense Σ, else None (the factor is ``sqrt(c)``)."""
+        return self._sigma_factor
+
+    def __repr__(self) -> str:
+        return (
+            f"NoisyQuadratic(name={self.name!r}, d={self.d}, h∈[{self.h.min():.3g}, {self.h.max():.3g}], "
+            f"tr Σ={self.trace_sigma:.3g}, dense={self.sigma is not None}, rotated={self.basis is not None})"
+        )
+
+    # -- presets --------------------------------------------------------------------------------
+    @classmethod
+    def zhang2019(cls, d: int = 10_000) -> "NoisyQuadratic":
+        """The setup of Zhang et al. 2019 (arXiv:1907.04164, §4): ``h_i = 1/i``, ``c = h``."""
+        if int(d) < 1:
+            raise ValueError("d must be >= 1")
+        h = 1.0 / np.arange(1, int(d) + 1, dtype=np.float64)
+        return cls(h, h.copy(), name=f"zhang2019(d={int(d)})")
+
+
+# -- argument checks shared by theory, dynamics and simulation ----------------------------------
+def check_batch_size(batch_size, *, integer: bool = False) -> np.ndarray:
+    """Return ``batch_size`` as a float64 array, raising ValueError unless every B ≥ 1."""
+    b = np.asarray(batch_size, dtype=np.float64)
+    if np.any(np.isnan(b)) or np.any(b < 1):
+        raise ValueError(f"batch size must be >= 1, got {batch_size!r}")
+    if integer and (np.any(~np.isfinite(b)) or np.any(b != np.round(b))):
+        raise ValueError(f"batch size must be a finite integer when examples are sampled, got {batch_size!r}")
+    return b
+
+
+def check_lr(lr) -> np.ndarray:
+    """Return ``lr`` as a float64 array, raising ValueError unless every step is finite and > 0."""
+    e = np.asarray(lr, dtype=np.float64)
+    if np.any(~np.isfinite(e)) or np.any(e <= 0):
+        raise ValueError(f"step size (lr) must be finite and > 0, got {lr!r}")
+    return e
+
+
+def check_precond(p: NoisyQuadratic, precond) -> np.ndarray:
+    """Diagonal of the preconditioner P in H's basis as (d,) float64; ones when None."""
+    if precond is None:
+        return np.ones(p.d)
+    pre = _as_vector("precond", precond, p.d)
+    if np.any(pre <= 0):
+        raise ValueError("precond (diagonal of P) must be > 0")
+    return pre
+
+
+def check_unit_interval(name: str, value) -> float:
+    """A momentum β or EMA γ: a float in [0, 1)."""
+    v = float(value)
+    if not (0.0 <= v < 1.0):
+        raise ValueError(f"{name} must lie in [0, 1), got {value!r}")
+    return v

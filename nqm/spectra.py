@@ -1,0 +1,131 @@
+"""Constructors for Hessian spectra, noise spectra and misaligned noise covariances.
+
+Hessian spectra are returned in decreasing order (largest curvature first), as in
+Zhang et al. 2019 (arXiv:1907.04164) where ``h_i = 1/i``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "power_law",
+    "uniform",
+    "log_uniform",
+    "bulk_outliers",
+    "custom",
+    "noise_power",
+    "random_rotation",
+    "misaligned_sigma",
+]
+
+
+def _check_d(d) -> int:
+    if int(d) != d or int(d) < 1:
+        raise ValueError(f"d must be a positive integer, got {d!r}")
+    return int(d)
+
+
+def _check_range(low, high) -> tuple[float, float]:
+    low, high = float(low), float(high)
+    if not (0 < low <= high < np.inf):
+        raise ValueError(f"need 0 < low <= high < inf, got low={low}, high={high}")
+    return low, high
+
+
+def power_law(d: int, exponent: float, scale: float = 1.0) -> np.ndarray:
+    """``h_i = scale · i^(−exponent)``, i = 1..d.
+
+    Example:
+        >>> power_law(3, 1.0)
+        array([1.        , 0.5       , 0.33333333])
+    """
+    d = _check_d(d)
+    if not np.isfinite(exponent) or scale <= 0:
+        raise ValueError("exponent must be finite and scale > 0")
+    return float(scale) * np.arange(1, d + 1, dtype=np.float64) ** (-float(exponent))
+
+
+def uniform(d: int, low: float, high: float) -> np.ndarray:
+    """d eigenvalues evenly spaced in [low, high], decreasing."""
+    low, high = _check_range(low, high)
+    return np.linspace(high, low, _check_d(d))
+
+
+def log_uniform(d: int, low: float, high: float) -> np.ndarray:
+    """d eigenvalues evenly spaced in log between low and high, decreasing."""
+    low, high = _check_range(low, high)
+    return np.geomspace(high, low, _check_d(d))
+
+
+def bulk_outliers(d: int, bulk: tuple[float, float], outliers) -> np.ndarray:
+    """A few large ``outliers`` on top of a log-uniform bulk in ``bulk = (low, high)``.
+
+    This is the shape of neural-network Hessians reported by Ghorbani et al. 2019 (arXiv:1901.10159).
+    """
+    d = _check_d(d)
+    out = np.sort(np.atleast_1d(np.asarray(outliers, dtype=np.float64)))[::-1]
+    if out.size >= d:
+        raise ValueError(f"need fewer outliers ({out.size}) than dimensions ({d})")
+    if np.any(out <= 0) or not np.all(np.isfinite(out)):
+        raise ValueError("outliers must be finite and > 0")
+    return np.concatenate([out, log_uniform(d - out.size, *bulk)])
+
+
+def custom(values) -> np.ndarray:
+    """A user-given spectrum, validated (finite, > 0) and sorted decreasing."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError("a spectrum must be a non-empty 1-D array")
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError("spectrum values must be finite and > 0")
+    return np.sort(arr)[::-1]
+
+
+def noise_power(h, scale: float = 1.0, exponent: float = 1.0) -> np.ndarray:
+    """Noise variances aligned with H: ``c_i = scale · h_i^exponent`` (``exponent = 1`` is C ∝ H)."""
+    h = np.asarray(h, dtype=np.float64)
+    if scale < 0:
+        raise ValueError("scale must be >= 0")
+    return float(scale) * h ** float(exponent)
+
+
+def random_rotation(d: int, strength: float = 1.0, seed=0) -> np.ndarray:
+    """An orthogonal matrix on the geodesic from I (strength 0) to a Haar-random rotation (strength 1).
+
+    .. math:: R(s) = V\\,\\mathrm{diag}(e^{i s \\varphi_k})\\,V^{*},\\qquad Q = V\\,\\mathrm{diag}(e^{i\\varphi_k})V^{*}
+
+    with ``Q`` Haar-distributed on SO(d); the principal angles are scaled by ``s``, so
+    ``strength`` sets how far H's and Σ's eigenbases are apart.
+    """
+    d = _check_d(d)
+    s = float(strength)
+    if not (0.0 <= s <= 1.0):
+        raise ValueError(f"strength must lie in [0, 1], got {strength!r}")
+    if d == 1 or s == 0.0:
+        return np.eye(d)
+    from scipy.stats import special_ortho_group
+
+    q = special_ortho_group.rvs(d, random_state=np.random.default_rng(seed))
+    if s == 1.0:
+        return q
+    # Q is normal, so its complex eigenvectors are unitary; conjugate pairs keep R(s) real.
+    w, v = np.linalg.eig(q)
+    r = ((v * np.exp(1j * s * np.angle(w))) @ v.conj().T).real
+    # Re-orthogonalise against round-off of the eigendecomposition.
+    u, _, vt = np.linalg.svd(r)
+    return u @ vt
+
+
+def misaligned_sigma(c, strength: float = 1.0, seed=0) -> np.ndarray:
+    """Dense Σ = R diag(c) Rᵀ whose eigenbasis is rotated away from H's by ``random_rotation``.
+
+    ``tr Σ = Σ c`` is kept; ``tr(HΣ)`` changes with the rotation, which is what makes
+    B_noise and B_simple differ (McCandlish et al. 2018, §2.2).
+    """
+    c = np.asarray(c, dtype=np.float64)
+    if c.ndim != 1 or np.any(c < 0):
+        raise ValueError("c must be a 1-D array of variances >= 0")
+    r = random_rotation(c.size, strength, seed)
+    sigma = (r * c) @ r.T
+    return 0.5 * (sigma + sigma.T)

@@ -1,0 +1,1 @@
+"""The validation suite: each claim of the theory held against simulation (``nqm validate``)."""

@@ -1,0 +1,80 @@
+"""The problem families and budgets shared by the validation checks.
+
+Three families, as issue V1 asks: Zhang et al.'s spectrum (h_i = 1/i, Σ = H, batch-scaled Gaussian
+noise), a dense Σ whose eigenbasis is a Haar-random rotation away from H's, and per-example Student-t
+noise (heavy-tailed examples, really drawn and averaged). Points θ are taken early, mid and late
+along one simulated SGD run of each family, so B_noise differs from point to point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import nqm
+from nqm import spectra
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Sizes of the experiments; ``quick`` is for the tests and a first look (≤ 30 s)."""
+
+    quick: bool
+    d_zhang: int
+    d_dense: int
+    d_examples: int
+    one_step_replicas: int
+    one_step_replicas_examples: int
+    optimum_replicas: int
+    trajectory_replicas: int
+    trajectory_steps: int
+
+    @classmethod
+    def make(cls, quick: bool) -> "Budget":
+        if quick:
+            return cls(True, 256, 32, 12, 600, 300, 1500, 100, 300)
+        return cls(False, 1000, 64, 16, 2000, 1000, 6000, 300, 1000)
+
+
+@dataclass
+class Family:
+    """A problem, how its training run is made, and the points θ taken from that run."""
+
+    key: str
+    problem: nqm.NoisyQuadratic
+    per_example: str | None
+    train_lr: float
+    train_batch: int
+    point_steps: dict
+    points: dict | None = None
+
+    def make_points(self, seed: int) -> "Family":
+        """θ at each named step of one SGD run (a common prefix: later runs extend earlier ones)."""
+        self.points = {}
+        for name, steps in self.point_steps.items():
+            run = nqm.simulate(self.problem, self.train_lr, self.train_batch, steps, replicas=2, seed=seed,
+                               per_example=self.per_example, keep_state=True, record=[0, steps])
+            self.points[name] = run.state[0]
+        return self
+
+
+def families(budget: Budget, seed: int) -> list[Family]:
+    """The three families of checks V1–V3, with their points."""
+    zhang = nqm.NoisyQuadratic.zhang2019(budget.d_zhang)
+    h_dense = spectra.log_uniform(budget.d_dense, 0.01, 1.0)
+    sigma = spectra.misaligned_sigma(spectra.noise_power(h_dense, 1.0, 0.5), strength=1.0, seed=seed + 1)
+    dense = nqm.NoisyQuadratic(h_dense, sigma=sigma, name=f"dense misaligned Σ (d={budget.d_dense})")
+    h_ex = spectra.log_uniform(budget.d_examples, 0.1, 1.0)
+    examples = nqm.NoisyQuadratic(h_ex, h_ex, name=f"Student-t examples (d={budget.d_examples})")
+    out = [
+        Family("zhang2019", zhang, None, 1.0, 8, {"early": 2, "mid": 30, "late": 300}),
+        Family("dense-misaligned", dense, None, 1.0, 8, {"early": 2, "mid": 30, "late": 300}),
+        Family("student-t-examples", examples, "student_t", 0.5, 1, {"early": 1, "mid": 5, "late": 30}),
+    ]
+    return [f.make_points(seed) for f in out]
+
+
+def batch_grid(b_noise: float, factors=4.0 ** np.arange(-3, 4)) -> np.ndarray:
+    """Integer batch sizes spanning [B_noise/64, 64·B_noise], clipped below at 1 (duplicates removed)."""
+    return np.unique(np.maximum(1, np.round(b_noise * factors)))

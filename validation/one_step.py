@@ -1,0 +1,49 @@
+"""The one-step experiment shared by V1 and V2: ΔL on a (B, ε) grid at a point θ.
+
+Batch sizes span [B_noise/64, 64·B_noise] and steps ε ∈ [0.1, 2.5]·ε_opt(B) at each B, so every
+B's parabola is sampled through its maximum and past its zero at 2ε_opt.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+import nqm
+from nqm import theory
+
+from .families import Family, batch_grid
+
+EPS_FACTORS = np.linspace(0.1, 2.5, 9)
+
+
+def stream(seed: int, *names: str) -> list[int]:
+    """Entropy for an experiment's generator: the suite seed and stable hashes of its names."""
+    return [int(seed)] + [zlib.crc32(n.encode()) for n in names]
+
+
+@dataclass
+class OneStepGrid:
+    family: Family
+    point: str
+    theta: np.ndarray
+    batch: np.ndarray  # (nB,)
+    eps: np.ndarray  # (nB, nE)
+    result: nqm.OneStepResult
+
+    @property
+    def moments(self):
+        """(GᵀG, GᵀHG, tr(HΣ)) at θ."""
+        return theory.step_moments(self.family.problem, self.theta)
+
+
+def run_grid(family: Family, point: str, replicas: int, seed: int) -> OneStepGrid:
+    p, theta = family.problem, family.points[point]
+    batch = batch_grid(float(theory.noise_scale(p, theta)))
+    eps = theory.optimal_step(p, theta, batch)[:, None] * EPS_FACTORS[None, :]
+    result = nqm.one_step_improvement(p, theta, eps, batch[:, None], replicas,
+                                      seed=stream(seed, "one-step", family.key, point),
+                                      per_example=family.per_example)
+    return OneStepGrid(family, point, theta, batch, eps, result)

@@ -1,0 +1,88 @@
+"""Writes the validation report: ``report.md`` (a table per kind) and ``results.json`` (every check)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from .stats import Check, worst_cell
+
+
+def _num(x: float) -> str:
+    if not math.isfinite(x):
+        return str(x)
+    return f"{x:.4g}"
+
+
+def _record(c: Check) -> dict:
+    i = worst_cell(c)
+    return {
+        "name": c.name,
+        "claim": c.claim,
+        "kind": c.kind,
+        "family": c.family,
+        "cells": c.cells,
+        "predicted": float(c.predicted[i]),
+        "measured": float(c.measured[i]),
+        "se": float(c.se[i]),
+        "z": float(c.z[i]),
+        "z_crit": c.z_crit,
+        "passed": bool(c.passed),
+        **({"rejected": bool(c.passed)} if c.kind == "negative_control" else {}),
+        "exact": c.exact,
+        "figure": c.figure,
+        "all_cells": {"predicted": c.predicted.tolist(), "measured": c.measured.tolist(), "se": c.se.tolist()},
+        "notes": c.notes,
+    }
+
+
+def write(checks: list[Check], out_dir, meta: dict) -> dict:
+    records = [_record(c) for c in checks]
+    summary = {
+        "checks": sum(c.kind == "check" for c in checks),
+        "checks_passed": sum(c.kind == "check" and c.passed for c in checks),
+        "controls": sum(c.kind == "negative_control" for c in checks),
+        "controls_rejected": sum(c.kind == "negative_control" and c.passed for c in checks),
+    }
+    summary["ok"] = summary["checks"] == summary["checks_passed"] and summary["controls"] == summary[
+        "controls_rejected"]
+    (out_dir / "results.json").write_text(json.dumps({"meta": meta, "summary": summary, "checks": records},
+                                                     indent=1, default=_json_default))
+    lines = [
+        "# nqm validation report",
+        "",
+        f"Seed {meta['seed']}, {'quick' if meta['quick'] else 'default'} budget, {meta['seconds']:.1f} s. "
+        f"Suite-wide false-alarm budget α = {meta['alpha']} over K = {meta['statistical_cells']} statistical "
+        f"comparisons (Bonferroni) ⇒ critical |z| = {meta['z_crit']:.3f}. A check passes when every cell has "
+        "|measured − predicted| ≤ z·SE + 1e-9·|predicted|; each row shows its worst cell. Exact checks use the "
+        "float tolerance only.",
+        "",
+        f"**{summary['checks_passed']}/{summary['checks']} checks pass; "
+        f"{summary['controls_rejected']}/{summary['controls']} negative controls rejected.**",
+        "",
+    ]
+    for kind, title in (("check", "Checks"), ("negative_control", "Negative controls (planted errors)")):
+        lines += [f"## {title}", "", "| check | claim | cells | predicted | measured ± SE | z | verdict | figure |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in records:
+            if r["kind"] != kind:
+                continue
+            verdict = ("PASS" if r["passed"] else "FAIL") if kind == "check" else (
+                "rejected" if r["passed"] else "NOT REJECTED")
+            fig = f"[{r['figure']}]({r['figure']})" if r["figure"] else ""
+            se = "exact" if r["exact"] else _num(r["se"])
+            lines.append(f"| {r['name']} | {r['claim']} | {r['cells']} | {_num(r['predicted'])} | "
+                         f"{_num(r['measured'])} ± {se} | {_num(r['z'])} | {verdict} | {fig} |")
+        lines.append("")
+    (out_dir / "report.md").write_text("\n".join(lines))
+    return summary
+
+
+def _json_default(x):
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(type(x))

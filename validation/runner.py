@@ -1,0 +1,60 @@
+"""Runs every validation check and writes the report; exit status 0 iff all pass and all controls are rejected."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from . import v1_one_step_law, v2_optimal_step, v3_optimal_improvement, v4_dynamics, v5_identities
+from .families import Budget, families
+from .one_step import run_grid
+from .report import write
+from .stats import ALPHA_SUITE, decide
+
+
+def run(out_dir: Path, quick: bool = False, seed: int = 0, log=print) -> dict:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    budget = Budget.make(quick)
+    fams = {f.key: f for f in families(budget, seed)}
+    checks = []
+    for f in fams.values():
+        replicas = budget.one_step_replicas if f.per_example is None else budget.one_step_replicas_examples
+        grids = [run_grid(f, point, replicas, seed) for point in f.points]
+        checks += v1_one_step_law.checks(grids, out_dir)
+        checks += v2_optimal_step.checks(grids, out_dir)
+        log(f"[{time.perf_counter() - start:6.1f} s] V1, V2 done for {f.key}")
+        checks += v3_optimal_improvement.checks(f, budget.optimum_replicas, seed, out_dir)
+        log(f"[{time.perf_counter() - start:6.1f} s] V3 done for {f.key}")
+    checks += v4_dynamics.checks(fams, budget, seed, out_dir)
+    log(f"[{time.perf_counter() - start:6.1f} s] V4 done")
+    checks += v5_identities.checks(seed, out_dir)
+    z_crit = decide(checks, ALPHA_SUITE)
+    meta = {
+        "seed": seed, "quick": quick, "alpha": ALPHA_SUITE, "z_crit": z_crit,
+        "statistical_cells": sum(c.cells for c in checks if c.kind == "check" and not c.exact),
+        "seconds": time.perf_counter() - start, "budget": budget.__dict__,
+    }
+    summary = write(checks, out_dir, meta)
+    for c in checks:
+        if not c.passed:
+            log(f"  {'FAILED' if c.kind == 'check' else 'NOT REJECTED'}: {c.name}")
+    log(f"{summary['checks_passed']}/{summary['checks']} checks pass, {summary['controls_rejected']}/"
+        f"{summary['controls']} controls rejected; report in {out_dir / 'report.md'} ({meta['seconds']:.1f} s)")
+    return summary
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    parser = parser or argparse.ArgumentParser(prog="nqm validate", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes (about 30 s), as the tests run it")
+    parser.add_argument("--out", type=Path, default=Path("nqm-report"), help="output directory (default nqm-report)")
+    parser.add_argument("--seed", type=int, default=0, help="suite seed (default 0)")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    summary = run(args.out, quick=args.quick, seed=args.seed, log=lambda m: print(m, file=sys.stderr))
+    return 0 if summary["ok"] else 1

@@ -1,0 +1,123 @@
+"""How Monte Carlo is held against theory (DESIGN §5).
+
+A check compares measured values (with standard errors) to predictions cell by cell. A cell passes when
+
+.. math:: |m - p| \\le z\\,\\mathrm{SE} + \\mathrm{tol}\\,|p|,
+
+with one critical ``z`` for the whole suite: Bonferroni over the K statistical cells of all positive
+checks, ``z = Φ⁻¹(1 − α/(2K))`` with ``α = 1e-3``. A check passes when all its cells pass. A negative
+control compares the same measurements with a planted wrong prediction; it is *rejected* (as it must be)
+when at least one cell fails at the same ``z``. Exact checks (se = 0) use only the float tolerance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import optimize, stats
+
+ALPHA_SUITE = 1e-3
+FLOAT_RTOL = 1e-9  # float64 state; the simulated losses carry no systematic error larger than this
+
+
+@dataclass
+class Check:
+    """One claim held against measurements; ``kind`` is "check" or "negative_control"."""
+
+    name: str
+    claim: str
+    family: str
+    predicted: np.ndarray
+    measured: np.ndarray
+    se: np.ndarray
+    kind: str = "check"
+    exact: bool = False
+    one_sided: bool = False  # measured ≤ predicted is the claim (a bound)
+    atol: float = 0.0  # absolute float tolerance, for exact checks whose prediction is 0
+    figure: str | None = None
+    notes: dict = field(default_factory=dict)
+    # filled in by `decide`
+    z_crit: float = float("nan")
+    z: np.ndarray | None = None
+    passed: bool | None = None
+
+    def __post_init__(self):
+        self.predicted = np.atleast_1d(np.asarray(self.predicted, dtype=np.float64))
+        self.measured = np.atleast_1d(np.asarray(self.measured, dtype=np.float64))
+        self.se = np.broadcast_to(np.atleast_1d(np.asarray(self.se, dtype=np.float64)), self.measured.shape)
+
+    @property
+    def cells(self) -> int:
+        return self.measured.size
+
+    def control(self, name: str, claim: str, predicted) -> "Check":
+        """The same measurements against a planted wrong prediction."""
+        return Check(name=name, claim=claim, family=self.family, predicted=predicted, measured=self.measured,
+                     se=self.se, kind="negative_control", exact=self.exact, one_sided=self.one_sided,
+                     atol=self.atol, figure=self.figure)
+
+
+def critical_z(cells: int, alpha: float = ALPHA_SUITE) -> float:
+    """Two-sided Bonferroni critical value for ``cells`` comparisons at suite-wide level ``alpha``."""
+    return float(stats.norm.isf(alpha / (2 * max(cells, 1))))
+
+
+def decide(checks: list[Check], alpha: float = ALPHA_SUITE) -> float:
+    """Fix every check's verdict with the suite-wide critical z; return that z."""
+    k = sum(c.cells for c in checks if c.kind == "check" and not c.exact)
+    z_crit = critical_z(k, alpha)
+    for c in checks:
+        diff = c.measured - c.predicted
+        slack = FLOAT_RTOL * np.abs(c.predicted) + c.atol
+        bound = (0.0 if c.exact else z_crit) * c.se + slack
+        ok = diff <= bound if c.one_sided else np.abs(diff) <= bound
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # Exact cells have no SE: z is 0 within the float tolerance and infinite outside it.
+            c.z = np.where(c.se > 0, diff / c.se, np.where(ok, 0.0, np.inf))
+        c.z_crit = z_crit
+        all_ok = bool(np.all(ok))
+        c.passed = all_ok if c.kind == "check" else not all_ok
+    return z_crit
+
+
+def worst_cell(c: Check) -> int:
+    """Index of the cell with the largest |z| (the one the report shows)."""
+    return int(np.argmax(np.abs(np.nan_to_num(c.z, nan=np.inf))))
+
+
+# -- fits with standard errors -------------------------------------------------------------------
+def parabola_vertex(eps, mean, se):
+    """Weighted least-squares fit ``ΔL = b₁ε + b₂ε²`` (ΔL(0) = 0 exactly) and its maximum.
+
+    Returns ``(ε*, SE(ε*), ΔL*, SE(ΔL*))`` with ``ε* = −b₁/(2b₂)``, ``ΔL* = −b₁²/(4b₂)``, standard errors
+    by the delta method from the fit covariance ``(XᵀWX)⁻¹`` (weights 1/SE², independent cells).
+    """
+    eps, mean, se = (np.asarray(a, dtype=np.float64) for a in (eps, mean, se))
+    x = np.stack([eps, eps**2], axis=1) / se[:, None]
+    y = mean / se
+    cov = np.linalg.inv(x.T @ x)
+    b1, b2 = cov @ (x.T @ y)
+    e_star = -b1 / (2 * b2)
+    d_eps = np.array([-1 / (2 * b2), b1 / (2 * b2**2)])
+    l_star = -(b1**2) / (4 * b2)
+    d_loss = np.array([-b1 / (2 * b2), b1**2 / (4 * b2**2)])
+    return e_star, float(np.sqrt(d_eps @ cov @ d_eps)), l_star, float(np.sqrt(d_loss @ cov @ d_loss))
+
+
+def fit_saturation(batch_sizes, values, se, guess_scale: float, guess_noise: float):
+    """Weighted fit of ``y(B) = y_max/(1 + B_noise/B)``; returns (y_max, B_noise, their SEs).
+
+    The functional form is the one of McCandlish et al. eqs. 2.6–2.7; ``B_noise`` is fitted in log
+    space so it stays positive; its SE comes back to linear scale by the delta method.
+    """
+    b = np.asarray(batch_sizes, dtype=np.float64)
+
+    def model(bb, y_max, log_noise):
+        return y_max / (1 + np.exp(log_noise) / bb)
+
+    popt, pcov = optimize.curve_fit(model, b, values, p0=[guess_scale, np.log(guess_noise)], sigma=se,
+                                    absolute_sigma=True, maxfev=10_000)
+    y_max, log_noise = popt
+    noise = float(np.exp(log_noise))
+    return float(y_max), noise, float(np.sqrt(pcov[0, 0])), noise * float(np.sqrt(pcov[1, 1]))
