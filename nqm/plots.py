@@ -12,15 +12,17 @@ __all__ = ["theory_vs_simulation", "new_axes"]
 _MARKERS = "osD^v<>ph*"
 
 
-def new_axes(ncols: int = 1, width: float = 4.2, height: float = 3.4):
-    """A row of ``ncols`` axes in the package style (Agg-safe; no display needed)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
+def new_axes(n: int = 1, width: float = 4.2, height: float = 3.4, max_cols: int = 4):
+    """A figure with ``n`` axes, at most ``max_cols`` per row; returns (figure, list of n axes)."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), squeeze=False, layout="constrained")
-    return fig, list(axes[0])
+    cols = min(n, max_cols)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False,
+                             layout="constrained")
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
 
 
 def theory_vs_simulation(

@@ -1,0 +1,94 @@
+"""Exact expected dynamics: closed forms, published steady states, numerical stability."""
+
+import numpy as np
+import pytest
+
+import nqm
+from nqm import dynamics
+
+
+@pytest.fixture
+def zhang():
+    return nqm.NoisyQuadratic.zhang2019(500)
+
+
+def test_hand_worked_sgd():
+    p = nqm.NoisyQuadratic([2.0], c=[4.0])
+    # V_1 = (1 − 0.25·2)²·1 + 0.25²·4/2 = 0.25 + 0.125; E[L_1] = ½·2·V_1
+    assert dynamics.expected_loss(p, 0.25, 2, 1)[1] == pytest.approx(0.375)
+
+
+def test_sgd_steady_state_matches_closed_form(zhang):
+    lr, b = 1.5, 16
+    expected = np.sum(lr * zhang.c / (2 * b * (2 - lr * zhang.h)))  # Zhang et al. 2019, per-coordinate risk
+    assert dynamics.steady_state_loss(zhang, lr, b) == pytest.approx(expected, rel=1e-12)
+    # and E[L_t] converges to it
+    assert dynamics.expected_loss(zhang, lr, b, 10**7, at=[10**7])[0] == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.5, 0.9, 0.99])
+def test_momentum_steady_state_matches_zhang(zhang, beta):
+    lr, b = 0.3 * (1 - beta), 8
+    risk = (1 + beta) * lr * zhang.c / (2 * b * (2 * beta + 2 - lr * zhang.h) * (1 - beta))
+    assert dynamics.steady_state_loss(zhang, lr, b, momentum=beta) == pytest.approx(risk.sum(), rel=1e-9)
+
+
+@pytest.mark.parametrize("gamma", [0.3, 0.9, 0.999])
+def test_ema_steady_state_reduction_matches_zhang(zhang, gamma):
+    lr, b = 0.8, 8
+    a = 1 - lr * zhang.h
+    sgd = lr * zhang.c / (2 * b * (2 - lr * zhang.h))
+    factor = (1 - gamma) * (1 + a * gamma) / ((1 + gamma) * (1 - a * gamma))
+    assert dynamics.steady_state_loss(zhang, lr, b, ema=gamma) == pytest.approx(np.sum(sgd * factor), rel=1e-8)
+    assert np.all(factor < 1)
+
+
+def test_unstable_step_diverges_to_inf(zhang):
+    assert dynamics.steady_state_loss(zhang, 2.5, 1) == np.inf
+    assert dynamics.expected_loss(zhang, 2.5, 1, 10**6, at=[10**6])[0] == np.inf
+    # heavy ball is stable up to ελ < 2(1 + β) = 3 for β = ½
+    assert np.isfinite(dynamics.expected_loss(zhang, 2.5, 1, 10**6, momentum=0.5, at=[10**6])[0])
+    assert dynamics.expected_loss(zhang, 3.1, 1, 10**6, momentum=0.5, at=[10**6])[0] == np.inf
+    # at the edge εh = 2 the variance grows linearly: V_t = V_0 + t·ε²c/B
+    edge = nqm.NoisyQuadratic([1.0], c=[1.0])
+    assert dynamics.expected_loss(edge, 2.0, 1, 10)[-1] == pytest.approx(0.5 * (1 + 10 * 4))
+
+
+def test_long_runs_in_high_dimension_are_finite_and_accurate():
+    """10⁶ steps, d = 10⁶: checkpoints only, no overflow; the closed form and the powered map agree."""
+    p = nqm.NoisyQuadratic.zhang2019(10**6)
+    at = [0, 1, 1000, 10**5, 10**6]
+    sgd = dynamics.expected_loss(p, 1.0, 100, 10**6, at=at)
+    assert np.all(np.isfinite(sgd)) and np.all(np.diff(sgd) < 0)
+    assert sgd[0] == pytest.approx(0.5 * p.h.sum())
+    # momentum → 0 reduces to SGD: the generic powered map must agree with the closed form
+    tiny = dynamics.expected_loss(p, 1.0, 100, 10**6, momentum=1e-12, at=at)
+    np.testing.assert_allclose(tiny, sgd, rtol=1e-8)
+
+
+def test_no_cancellation_when_eps_h_is_tiny():
+    """εh = 1e-12: V_t = V_0(1−εh)^{2t} + ε²c/B·(1 − (1−εh)^{2t})/(εh(2−εh)) ≈ V_0(1 − 2tεh) + tε²c/B."""
+    p = nqm.NoisyQuadratic([1e-12], c=[1.0])
+    t = 1000
+    got = dynamics.expected_loss(p, 1.0, 1, t, at=[t])[0]
+    v = (1 - 2 * t * 1e-12) + t * 1.0  # second-order terms are O(t²ε²h²) ~ 1e-18
+    assert got == pytest.approx(0.5 * 1e-12 * v, rel=1e-12)
+
+
+def test_at_may_be_unsorted_and_init_var_per_coordinate(zhang):
+    v0 = np.linspace(0.5, 2, zhang.d)
+    full = dynamics.expected_loss(zhang, 1.0, 4, 50, init_var=v0, momentum=0.3)
+    np.testing.assert_allclose(dynamics.expected_loss(zhang, 1.0, 4, 50, init_var=v0, momentum=0.3,
+                                                      at=[50, 3, 17]), full[[50, 3, 17]], rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [(dict(momentum=1.0), "momentum"), (dict(ema=-0.1), "ema"), (dict(init_var=-1.0), "init_var"),
+     (dict(steps=-1), "steps"), (dict(at=[7]), "at"), (dict(precond=np.zeros(3)), "precond")],
+)
+def test_bad_arguments_raise(kwargs, message):
+    p = nqm.NoisyQuadratic.zhang2019(3)
+    args = dict(lr=0.1, batch_size=1, steps=5) | kwargs
+    with pytest.raises(ValueError, match=message):
+        dynamics.expected_loss(p, **args)

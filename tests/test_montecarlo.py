@@ -1,0 +1,114 @@
+"""Monte Carlo: statistics against exact dynamics (with negative controls), noise modes, determinism.
+
+Statistical assertions use a Bonferroni z over their cells at α = 1e-4 per test (about ten such tests:
+α ≈ 1e-3 for the file), with fixed seeds; each has a planted-error control that must be rejected."""
+
+import io
+import contextlib
+
+import numpy as np
+import pytest
+
+import nqm
+from nqm import dynamics, spectra, theory
+from nqm.noise import EXAMPLE_DISTRIBUTIONS, unit_examples
+from validation.stats import critical_z
+
+ALPHA_TEST = 1e-4
+
+
+def max_z(measured, se, predicted):
+    return float(np.max(np.abs((np.asarray(measured) - predicted) / se)))
+
+
+def assert_agrees_and_control_rejected(measured, se, predicted, planted):
+    z = critical_z(np.size(measured), ALPHA_TEST)
+    assert max_z(measured, se, predicted) <= z, "simulation disagrees with theory"
+    assert max_z(measured, se, planted) > z, "the planted error was not detected: the test has no power"
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(momentum=0.8), dict(ema=0.9), dict(precond="sqrt")])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_trajectory_matches_exact_dynamics(kw, dtype):
+    p = nqm.NoisyQuadratic.zhang2019(300)
+    kw = dict(kw)
+    if kw.get("precond") == "sqrt":
+        kw["precond"] = p.h**-0.5
+    lr = 0.2 if "momentum" in kw else 1.0
+    sim = nqm.simulate(p, lr, 8, 200, replicas=300, seed=11, dtype=dtype, **kw)
+    exact = dynamics.expected_loss(p, lr, 8, 200, at=sim.steps, **kw)
+    planted = dynamics.expected_loss(nqm.NoisyQuadratic(p.h, 2 * p.c), lr, 8, 200, at=sim.steps, **kw)
+    assert_agrees_and_control_rejected(sim.mean, sim.sem, exact, planted)
+
+
+def test_dense_sigma_trajectory_depends_only_on_its_diagonal():
+    h = spectra.log_uniform(24, 0.05, 1.0)
+    p = nqm.NoisyQuadratic(h, sigma=spectra.misaligned_sigma(h, 1.0, seed=2))
+    sim = nqm.simulate(p, 1.0, 2, 100, replicas=1000, seed=3)
+    exact = dynamics.expected_loss(p, 1.0, 2, 100, at=sim.steps)
+    planted = dynamics.expected_loss(p, 1.0, 1, 100, at=sim.steps)  # 1/B missing
+    assert_agrees_and_control_rejected(sim.mean, sim.sem, exact, planted)
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLE_DISTRIBUTIONS))
+def test_per_example_one_step_law(name):
+    p = nqm.NoisyQuadratic(spectra.log_uniform(8, 0.2, 1.0), spectra.log_uniform(8, 0.2, 1.0))
+    th = np.linspace(1, 0.3, 8)
+    b = np.array([1, 3, 10, 30])
+    eps = theory.optimal_step(p, th, b) * 1.5
+    r = nqm.one_step_improvement(p, th, eps, b, 4000, seed=5, per_example=name)
+    gg, ghg, tr = theory.step_moments(p, th)
+    planted = eps * gg - 0.5 * eps**2 * (ghg + 2 * tr / b)
+    assert_agrees_and_control_rejected(r.mean, r.sem, theory.expected_improvement(p, th, eps, b), planted)
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLE_DISTRIBUTIONS))
+def test_example_distributions_have_zero_mean_and_unit_variance(name):
+    x = unit_examples(np.random.default_rng(0), name, 200_000)
+    n = x.size
+    z = critical_z(2, ALPHA_TEST)
+    assert abs(x.mean()) <= z / np.sqrt(n)
+    fourth = np.mean((x**2 - 1) ** 2)  # Var(x²), for the SE of the variance estimate
+    assert abs(np.mean(x**2) - 1) <= z * np.sqrt(fourth / n)
+    assert abs(np.mean(x**2) - 2) > z * np.sqrt(fourth / n)  # control: "noise variance 2×" is rejected
+
+
+def test_simulate_result_fields_and_record():
+    p = nqm.NoisyQuadratic.zhang2019(10)
+    r = nqm.simulate(p, 0.5, 2, 1000, replicas=4, keep_losses=True, keep_state=True)
+    assert r.steps[0] == 0 and r.steps[-1] == 1000 and np.all(np.diff(r.steps) > 0)
+    assert r.mean.shape == r.sem.shape == r.steps.shape
+    assert r.losses.shape == (4, r.steps.size) and r.state.shape == (4, 10) and r.n == 4
+    np.testing.assert_allclose(r.losses[:, -1], 0.5 * (r.state**2) @ p.h, rtol=1e-12)
+
+
+def test_float32_state_accumulates_loss_in_float64():
+    p = nqm.NoisyQuadratic.zhang2019(50)
+    a = nqm.simulate(p, 0.5, 2, 5, replicas=3, theta0=np.ones(50), dtype=np.float32)
+    assert a.mean.dtype == np.float64
+    b = nqm.simulate(nqm.NoisyQuadratic(p.h, 0 * p.c), 0.5, 2, 5, replicas=3, theta0=np.ones(50),
+                     dtype=np.float32)
+    np.testing.assert_allclose(b.mean, dynamics.expected_loss(p.__class__(p.h, 0 * p.c), 0.5, 2, 5,
+                                                              at=b.steps), rtol=1e-6)
+
+
+def test_progress_is_reported_on_stderr_when_asked():
+    p = nqm.NoisyQuadratic.zhang2019(10)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        nqm.simulate(p, 0.5, 2, 200, replicas=2, progress=True)
+    assert "nqm.simulate" in err.getvalue() and "100.0%" in err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [(dict(replicas=1), "replicas"), (dict(steps=2.5), "steps"), (dict(backend="cupy"), "backend"),
+     (dict(per_example="cauchy"), "distribution"), (dict(per_example="gaussian", batch_size=2.5), "integer"),
+     (dict(record=[0, 99]), "record"), (dict(dtype=np.int32), "dtype"), (dict(theta0=np.ones(3)), "theta0"),
+     (dict(lr=-1.0), "step size"), (dict(momentum=1.5), "momentum")],
+)
+def test_simulate_rejects_bad_input(kwargs, message):
+    p = nqm.NoisyQuadratic.zhang2019(5)
+    args = dict(lr=0.1, batch_size=2, steps=10, replicas=2) | kwargs
+    with pytest.raises(ValueError, match=message):
+        nqm.simulate(p, **args)
