@@ -134,9 +134,21 @@ def _run_tiles(tasks, threads: int):
 
 # -- the diagonal fast path -------------------------------------------------------------------
 def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state):
-    """Run one (replicas × coordinates) tile of a diagonal problem in place; return its losses."""
+    """Run one (replicas × coordinates) tile of a diagonal problem in place; return its losses.
+
+    When every coordinate has noise (s > 0) the tile works on u = θ/s, where the update
+    ``u ← a·u − z`` needs no multiply of the fresh normals: one pass fewer per step, which matters
+    because a step is a few passes over cache-resident memory beside one normal per coordinate.
+    """
     a, s, h, beta, gamma = coef["a"], coef["s"], coef["h"], coef["beta"], coef["gamma"]
+    # Only when θ/s stays far from overflow (u² is accumulated in float64 for the loss).
+    scaled = bool(np.all(s >= np.finfo(dtype).tiny ** 0.25))
     theta = theta0.astype(dtype, copy=True)
+    if scaled:
+        theta /= s
+        weight = h * np.square(s, dtype=np.float64)  # L = ½ Σ h s² u²
+    else:
+        weight = h
     z = np.empty_like(theta)
     prev = theta.copy() if beta > 0 else None  # θ_{t−1}; θ_{−1} = θ_0 means v_0 = 0
     tmp = np.empty_like(theta) if beta > 0 else None
@@ -145,7 +157,7 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
     k = 0
 
     def loss_of(x):
-        return 0.5 * (np.square(x, dtype=np.float64) @ h)
+        return 0.5 * (np.square(x, dtype=np.float64) @ weight)
 
     if record[0] == 0:
         losses[:, 0] = loss_of(theta)
@@ -153,7 +165,8 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
     report_every = max(1, steps // 100)
     for t in range(1, steps + 1):
         rng.standard_normal(out=z, dtype=dtype)
-        z *= s
+        if not scaled:
+            z *= s
         if beta > 0:
             # θ_{t+1} = αθ_t − βθ_{t−1} − s z, with α = 1 + β − ελ (heavy ball written on positions).
             prev *= beta
@@ -173,6 +186,8 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
             k += 1
         if t % report_every == 0:
             progress.update(report_every * theta.size)
+    if keep_state and scaled:
+        theta *= s
     return losses, (theta if keep_state else None)
 
 

@@ -1,0 +1,107 @@
+"""Monte Carlo throughput, measured side by side in one run (DESIGN §6; issue: core package).
+
+Coordinate-updates per second of ``nqm.simulate`` against
+  * the raw ``standard_normal`` fill rate of SFC64 on 1 and 2 threads (the bound: one normal per update),
+  * the naive NumPy loop ``θ = θ − ε(hθ + s·randn)`` on the whole (R, d) array.
+Prints a table and the ratios; ``--json`` prints them as JSON.  Usage: ``python bench/mc_throughput.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+import nqm
+
+
+def best_rate(fn, updates: float, repeats: int) -> float:
+    """Updates per second of the fastest of ``repeats`` runs (the least disturbed one)."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return updates / min(times)
+
+
+def raw_normal_fill(total: int, threads: int, dtype) -> None:
+    per = total // threads
+    block = 1 << 14
+
+    def work(i):
+        rng = np.random.Generator(np.random.SFC64(i))
+        buf = np.empty(block, dtype=dtype)
+        for _ in range(per // block):
+            rng.standard_normal(out=buf, dtype=dtype)
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(work, range(threads)))
+
+
+def naive_loop(p, lr, batch, steps, replicas):
+    rng = np.random.default_rng(0)
+    theta = rng.standard_normal((replicas, p.d))
+    s = np.sqrt(p.c / batch)
+    for _ in range(steps):
+        theta = theta - lr * (p.h * theta + s * rng.standard_normal(theta.shape))
+    return theta
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--d", type=int, default=4096)
+    parser.add_argument("--replicas", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    p = nqm.NoisyQuadratic.zhang2019(args.d)
+    n = args.d * args.replicas * args.steps
+    rates = {}
+    for dtype in (np.float64, np.float32):
+        tag = np.dtype(dtype).name
+        for threads in (1, 2):
+            rates[f"raw normals {tag}, {threads} thread(s)"] = best_rate(
+                lambda: raw_normal_fill(n, threads, dtype), n, args.repeats)
+    rates["naive loop float64"] = best_rate(lambda: naive_loop(p, 1.0, 8, args.steps, args.replicas), n,
+                                            args.repeats)
+    runs = {
+        "SGD": dict(),
+        "momentum": dict(momentum=0.9),
+        "EMA": dict(ema=0.9),
+        "momentum + EMA": dict(momentum=0.9, ema=0.9),
+    }
+    for dtype in (np.float64, np.float32):
+        tag = np.dtype(dtype).name
+        for name, kw in runs.items():
+            for threads in ((1, 2) if name == "SGD" else (2,)):
+                rates[f"nqm {name} {tag}, {threads} thread(s)"] = best_rate(
+                    lambda: nqm.simulate(p, 0.1, 8, args.steps, args.replicas, dtype=dtype, threads=threads,
+                                         progress=False, **kw), n, args.repeats)
+    ratios = {}
+    for dtype in ("float64", "float32"):
+        raw2 = rates[f"raw normals {dtype}, 2 thread(s)"]
+        for name in runs:
+            ratios[f"{name} {dtype} / raw 2 threads"] = rates[f"nqm {name} {dtype}, 2 thread(s)"] / raw2
+        ratios[f"SGD {dtype} 1 thread / raw 1 thread"] = (rates[f"nqm SGD {dtype}, 1 thread(s)"]
+                                                          / rates[f"raw normals {dtype}, 1 thread(s)"])
+        ratios[f"SGD {dtype} 2 threads / naive loop"] = (rates[f"nqm SGD {dtype}, 2 thread(s)"]
+                                                         / rates["naive loop float64"])
+    if args.json:
+        print(json.dumps({"problem": f"zhang2019(d={args.d})", "replicas": args.replicas, "steps": args.steps,
+                          "rates_per_s": rates, "ratios": ratios}, indent=1))
+        return
+    print(f"zhang2019(d={args.d}), {args.replicas} replicas × {args.steps} steps = {n:.3g} coordinate-updates")
+    for k, v in rates.items():
+        print(f"  {k:40s} {v / 1e6:9.1f} M updates/s")
+    print("ratios:")
+    for k, v in ratios.items():
+        print(f"  {k:40s} {v:6.2f}")
+
+
+if __name__ == "__main__":
+    main()
