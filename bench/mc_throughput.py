@@ -66,9 +66,9 @@ def main() -> None:
         tag = np.dtype(dtype).name
         for threads in (1, 2):
             rates[f"raw normals {tag}, {threads} thread(s)"] = best_rate(
-                lambda: raw_normal_fill(n, threads, dtype), n, args.repeats)
-    rates["naive loop float64"] = best_rate(lambda: naive_loop(p, 1.0, 8, args.steps, args.replicas), n,
-                                            args.repeats)
+                lambda t=threads, dt=dtype: raw_normal_fill(n, t, dt), n, args.repeats
+            )
+    rates["naive loop float64"] = best_rate(lambda: naive_loop(p, 1.0, 8, args.steps, args.replicas), n, args.repeats)
     runs = {
         "SGD": dict(),
         "momentum": dict(momentum=0.9),
@@ -78,22 +78,38 @@ def main() -> None:
     for dtype in (np.float64, np.float32):
         tag = np.dtype(dtype).name
         for name, kw in runs.items():
-            for threads in ((1, 2) if name == "SGD" else (2,)):
+            for threads in (1, 2) if name == "SGD" else (2,):
                 rates[f"nqm {name} {tag}, {threads} thread(s)"] = best_rate(
-                    lambda: nqm.simulate(p, 0.1, 8, args.steps, args.replicas, dtype=dtype, threads=threads,
-                                         progress=False, **kw), n, args.repeats)
+                    lambda t=threads, dt=dtype, kw=kw: nqm.simulate(
+                        p, 0.1, 8, args.steps, args.replicas, dtype=dt, threads=t, progress=False, **kw
+                    ),
+                    n,
+                    args.repeats,
+                )
     ratios = {}
     for dtype in ("float64", "float32"):
         raw2 = rates[f"raw normals {dtype}, 2 thread(s)"]
         for name in runs:
             ratios[f"{name} {dtype} / raw 2 threads"] = rates[f"nqm {name} {dtype}, 2 thread(s)"] / raw2
-        ratios[f"SGD {dtype} 1 thread / raw 1 thread"] = (rates[f"nqm SGD {dtype}, 1 thread(s)"]
-                                                          / rates[f"raw normals {dtype}, 1 thread(s)"])
-        ratios[f"SGD {dtype} 2 threads / naive loop"] = (rates[f"nqm SGD {dtype}, 2 thread(s)"]
-                                                         / rates["naive loop float64"])
+        ratios[f"SGD {dtype} 1 thread / raw 1 thread"] = (
+            rates[f"nqm SGD {dtype}, 1 thread(s)"] / rates[f"raw normals {dtype}, 1 thread(s)"]
+        )
+        ratios[f"SGD {dtype} 2 threads / naive loop"] = (
+            rates[f"nqm SGD {dtype}, 2 thread(s)"] / rates["naive loop float64"]
+        )
     if args.json:
-        print(json.dumps({"problem": f"zhang2019(d={args.d})", "replicas": args.replicas, "steps": args.steps,
-                          "rates_per_s": rates, "ratios": ratios}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "problem": f"zhang2019(d={args.d})",
+                    "replicas": args.replicas,
+                    "steps": args.steps,
+                    "rates_per_s": rates,
+                    "ratios": ratios,
+                },
+                indent=1,
+            )
+        )
         return
     print(f"zhang2019(d={args.d}), {args.replicas} replicas × {args.steps} steps = {n:.3g} coordinate-updates")
     for k, v in rates.items():

@@ -62,7 +62,9 @@ def _coefficients(p, lr, batch_size, precond):
 def sgd_variance(lam, noise_var, v0, t):
     """Closed-form ``E[θ_t²]`` of ``θ ← (1 − λ)θ − n``, ``Var n = noise_var``; broadcasts ``t`` (T, 1).
 
-    .. math:: V_t = a^{2t}V_0 + \\frac{1 - a^{2t}}{\\lambda(2 - \\lambda)}\\,\\mathrm{noise\\_var},\\quad a = 1 - \\lambda
+    .. math:: V_t = a^{2t}V_0 + \\frac{1 - a^{2t}}{\\lambda(2 - \\lambda)}\\,q,\\qquad a = 1 - \\lambda
+
+    with ``q = noise_var``.
 
     ``lam`` here is the product ε·p·h. The limit 1 − a² → 0 (λ = 2) gives ``V_0 + t·noise_var``.
     """
@@ -72,7 +74,8 @@ def sgd_variance(lam, noise_var, v0, t):
         t_log_r = np.where(t == 0, 0.0, 2.0 * t * log_abs_a)
         r_t = np.exp(t_log_r)
         one_minus_r = lam * (2.0 - lam)
-        growth = np.where(one_minus_r == 0, t, -np.expm1(t_log_r) / np.where(one_minus_r == 0, 1, one_minus_r))
+        safe = np.where(one_minus_r == 0, 1.0, one_minus_r)
+        growth = np.where(one_minus_r == 0, t, -np.expm1(t_log_r) / safe)
         return r_t * v0 + growth * noise_var
 
 

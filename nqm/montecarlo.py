@@ -121,8 +121,12 @@ class _Progress:
             frac = self.done / self.total
             left = elapsed * (1 - frac) / frac if frac > 0 else float("nan")
             end = "\r" if self.tty and frac < 1 else "\n"
-            print(f"{self.label}: {100 * frac:5.1f}%  {elapsed:7.1f} s elapsed, ~{left:6.1f} s left", end=end,
-                  file=sys.stderr, flush=True)
+            print(
+                f"{self.label}: {100 * frac:5.1f}%  {elapsed:7.1f} s elapsed, ~{left:6.1f} s left",
+                end=end,
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def _run_tiles(tasks, threads: int):
@@ -231,8 +235,9 @@ class _WorkingBasis:
         return 0.5 * np.einsum("ij,ij->i", x.astype(np.float64), self.curvature(x).astype(np.float64))
 
 
-def _general_tile(rng, p, basis, lr, batch_size, beta, gamma, per_example, theta0, steps, record, dtype,
-                  progress, keep_state):
+def _general_tile(
+    rng, p, basis, lr, batch_size, beta, gamma, per_example, theta0, steps, record, dtype, progress, keep_state
+):
     x = basis.to_working(theta0.astype(dtype))
     v = np.zeros_like(x) if beta > 0 else None
     avg = x.copy() if gamma > 0 else None
@@ -359,8 +364,9 @@ def simulate(
                 tile_coef = {k: (v[sl] if isinstance(v, np.ndarray) else v) for k, v in coef.items()}
                 return _diagonal_tile(rng, tile_coef, theta, steps, rec, dtype, bar, keep_state)
             basis = _WorkingBasis(p, pre, dtype)
-            return _general_tile(rng, p, basis, lr, batch_size, beta, gamma, per_example, theta, steps, rec,
-                                 dtype, bar, keep_state)
+            return _general_tile(
+                rng, p, basis, lr, batch_size, beta, gamma, per_example, theta, steps, rec, dtype, bar, keep_state
+            )
 
         return run
 

@@ -18,8 +18,7 @@ def new_axes(n: int = 1, width: float = 4.2, height: float = 3.4, max_cols: int 
 
     cols = min(n, max_cols)
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False,
-                             layout="constrained")
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, layout="constrained")
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
@@ -48,11 +47,20 @@ def theory_vs_simulation(
         _, (ax,) = new_axes()
     ys = np.atleast_2d(np.asarray(theory_y))
     for i, y in enumerate(ys):
-        ax.plot(theory_x, y, color="0.15", lw=1.4, ls="-" if i == 0 else "--",
-                label=theory_label if i == 0 else None, zorder=1)
+        ax.plot(theory_x, y, color="0.15", lw=1.2, label=theory_label if i == 0 else None, zorder=1)
     for j, (label, x, y, yerr) in enumerate(points):
-        ax.errorbar(x, y, yerr=yerr, fmt=_MARKERS[j % len(_MARKERS)], ms=3.5, mfc="none", capsize=2, lw=0.8,
-                    label=label, zorder=2)
+        ax.errorbar(
+            x,
+            y,
+            yerr=yerr,
+            fmt=_MARKERS[j % len(_MARKERS)],
+            ms=3.5,
+            mfc="none",
+            capsize=2,
+            lw=0.8,
+            label=label,
+            zorder=2,
+        )
     ax.set(xscale=xscale, yscale=yscale, xlabel=xlabel, ylabel=ylabel, title=title)
     ax.grid(True, which="major", lw=0.3, color="0.8")
     ax.legend(fontsize=7, frameon=False)

@@ -57,7 +57,7 @@ class NoisyQuadratic:
         if self.h.size == 0:
             raise ValueError("h (Hessian eigenvalues) must not be empty")
         if np.any(self.h <= 0):
-            raise ValueError("h (Hessian eigenvalues) must be > 0; got min(h) = %g" % self.h.min())
+            raise ValueError(f"h (Hessian eigenvalues) must be > 0; got min(h) = {self.h.min():g}")
         d = self.h.size
         if (c is None) == (sigma is None):
             raise ValueError("give exactly one of c (diagonal noise variances) or sigma (dense Σ)")
@@ -81,7 +81,7 @@ class NoisyQuadratic:
         else:
             self.c = _as_vector("c (noise variances)", c, d)
             if np.any(self.c < 0):
-                raise ValueError("c (noise variances) must be >= 0; got min(c) = %g" % self.c.min())
+                raise ValueError(f"c (noise variances) must be >= 0; got min(c) = {self.c.min():g}")
             self.sigma = None
             self._sigma_factor = None
         if basis is not None:
@@ -127,7 +127,7 @@ class NoisyQuadratic:
 
     # -- presets --------------------------------------------------------------------------------
     @classmethod
-    def zhang2019(cls, d: int = 10_000) -> "NoisyQuadratic":
+    def zhang2019(cls, d: int = 10_000) -> NoisyQuadratic:
         """The setup of Zhang et al. 2019 (arXiv:1907.04164, §4): ``h_i = 1/i``, ``c = h``."""
         if int(d) < 1:
             raise ValueError("d must be >= 1")

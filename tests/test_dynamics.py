@@ -78,14 +78,23 @@ def test_no_cancellation_when_eps_h_is_tiny():
 def test_at_may_be_unsorted_and_init_var_per_coordinate(zhang):
     v0 = np.linspace(0.5, 2, zhang.d)
     full = dynamics.expected_loss(zhang, 1.0, 4, 50, init_var=v0, momentum=0.3)
-    np.testing.assert_allclose(dynamics.expected_loss(zhang, 1.0, 4, 50, init_var=v0, momentum=0.3,
-                                                      at=[50, 3, 17]), full[[50, 3, 17]], rtol=1e-12)
+    np.testing.assert_allclose(
+        dynamics.expected_loss(zhang, 1.0, 4, 50, init_var=v0, momentum=0.3, at=[50, 3, 17]),
+        full[[50, 3, 17]],
+        rtol=1e-12,
+    )
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [(dict(momentum=1.0), "momentum"), (dict(ema=-0.1), "ema"), (dict(init_var=-1.0), "init_var"),
-     (dict(steps=-1), "steps"), (dict(at=[7]), "at"), (dict(precond=np.zeros(3)), "precond")],
+    [
+        (dict(momentum=1.0), "momentum"),
+        (dict(ema=-0.1), "ema"),
+        (dict(init_var=-1.0), "init_var"),
+        (dict(steps=-1), "steps"),
+        (dict(at=[7]), "at"),
+        (dict(precond=np.zeros(3)), "precond"),
+    ],
 )
 def test_bad_arguments_raise(kwargs, message):
     p = nqm.NoisyQuadratic.zhang2019(3)

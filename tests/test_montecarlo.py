@@ -3,8 +3,8 @@
 Statistical assertions use a Bonferroni z over their cells at α = 1e-4 per test (about ten such tests:
 α ≈ 1e-3 for the file), with fixed seeds; each has a planted-error control that must be rejected."""
 
-import io
 import contextlib
+import io
 
 import numpy as np
 import pytest
@@ -86,10 +86,10 @@ def test_float32_state_accumulates_loss_in_float64():
     p = nqm.NoisyQuadratic.zhang2019(50)
     a = nqm.simulate(p, 0.5, 2, 5, replicas=3, theta0=np.ones(50), dtype=np.float32)
     assert a.mean.dtype == np.float64
-    b = nqm.simulate(nqm.NoisyQuadratic(p.h, 0 * p.c), 0.5, 2, 5, replicas=3, theta0=np.ones(50),
-                     dtype=np.float32)
-    np.testing.assert_allclose(b.mean, dynamics.expected_loss(p.__class__(p.h, 0 * p.c), 0.5, 2, 5,
-                                                              at=b.steps), rtol=1e-6)
+    b = nqm.simulate(nqm.NoisyQuadratic(p.h, 0 * p.c), 0.5, 2, 5, replicas=3, theta0=np.ones(50), dtype=np.float32)
+    np.testing.assert_allclose(
+        b.mean, dynamics.expected_loss(p.__class__(p.h, 0 * p.c), 0.5, 2, 5, at=b.steps), rtol=1e-6
+    )
 
 
 def test_progress_is_reported_on_stderr_when_asked():
@@ -102,10 +102,18 @@ def test_progress_is_reported_on_stderr_when_asked():
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [(dict(replicas=1), "replicas"), (dict(steps=2.5), "steps"), (dict(backend="cupy"), "backend"),
-     (dict(per_example="cauchy"), "distribution"), (dict(per_example="gaussian", batch_size=2.5), "integer"),
-     (dict(record=[0, 99]), "record"), (dict(dtype=np.int32), "dtype"), (dict(theta0=np.ones(3)), "theta0"),
-     (dict(lr=-1.0), "step size"), (dict(momentum=1.5), "momentum")],
+    [
+        (dict(replicas=1), "replicas"),
+        (dict(steps=2.5), "steps"),
+        (dict(backend="cupy"), "backend"),
+        (dict(per_example="cauchy"), "distribution"),
+        (dict(per_example="gaussian", batch_size=2.5), "integer"),
+        (dict(record=[0, 99]), "record"),
+        (dict(dtype=np.int32), "dtype"),
+        (dict(theta0=np.ones(3)), "theta0"),
+        (dict(lr=-1.0), "step size"),
+        (dict(momentum=1.5), "momentum"),
+    ],
 )
 def test_simulate_rejects_bad_input(kwargs, message):
     p = nqm.NoisyQuadratic.zhang2019(5)

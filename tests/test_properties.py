@@ -60,8 +60,9 @@ def test_curvature_scaling(pp, c, b):
     assert float(theory.noise_scale(q, th)) == pytest.approx(float(theory.noise_scale(p, th)), rel=1e-9)
     assert float(theory.optimal_step(q, th, b)) == pytest.approx(float(theory.optimal_step(p, th, b)) / c, rel=1e-9)
     lr = 0.5 / p.h.max()
-    np.testing.assert_allclose(dynamics.expected_loss(q, lr / c, b, 20),
-                               c * dynamics.expected_loss(p, lr, b, 20), rtol=1e-9)
+    np.testing.assert_allclose(
+        dynamics.expected_loss(q, lr / c, b, 20), c * dynamics.expected_loss(p, lr, b, 20), rtol=1e-9
+    )
 
 
 @given(problems(), st.floats(0.01, 1.9), batch_sizes, st.integers(0, 60))
@@ -75,8 +76,9 @@ def test_sgd_closed_form_equals_step_by_step_recursion(p, lr_scaled, b, steps):
     np.testing.assert_allclose(dynamics.expected_loss(p, lr, b, steps), expected, rtol=1e-9)
 
 
-@given(problems(max_d=6), st.floats(0.01, 1.0), batch_sizes, st.floats(0.0, 0.95), st.floats(0.0, 0.95),
-       st.integers(0, 40))
+@given(
+    problems(max_d=6), st.floats(0.01, 1.0), batch_sizes, st.floats(0.0, 0.95), st.floats(0.0, 0.95), st.integers(0, 40)
+)
 def test_momentum_and_ema_dynamics_equal_the_recursion(p, lr_scaled, b, beta, gamma, steps):
     """Powered moment map = the second moments of the scalar recursion, iterated step by step."""
     lr = lr_scaled / p.h.max()
@@ -104,8 +106,11 @@ def test_preconditioning_is_sgd_on_rescaled_problem(p, lr_scaled, b, power):
     pre = p.h**power
     lr = lr_scaled / (pre * p.h).max()
     rescaled = nqm.NoisyQuadratic(pre * p.h, pre * p.c)
-    np.testing.assert_allclose(dynamics.expected_loss(p, lr, b, 30, precond=pre),
-                               dynamics.expected_loss(rescaled, lr, b, 30, init_var=1 / pre), rtol=1e-9)
+    np.testing.assert_allclose(
+        dynamics.expected_loss(p, lr, b, 30, precond=pre),
+        dynamics.expected_loss(rescaled, lr, b, 30, init_var=1 / pre),
+        rtol=1e-9,
+    )
 
 
 @given(problem_and_point())
@@ -128,8 +133,9 @@ def test_zero_noise_simulation_equals_deterministic_run(p, lr_scaled, steps, dat
 
 @given(problems(max_d=6), st.integers(0, 2**32 - 1), st.sampled_from([0.0, 0.7]), st.sampled_from([0.0, 0.5]))
 def test_same_seed_same_result_whatever_the_threads(p, seed, beta, gamma):
-    kw = dict(lr=0.5 / p.h.max(), batch_size=3, steps=12, replicas=5, seed=seed, momentum=beta, ema=gamma,
-              keep_losses=True)
+    kw = dict(
+        lr=0.5 / p.h.max(), batch_size=3, steps=12, replicas=5, seed=seed, momentum=beta, ema=gamma, keep_losses=True
+    )
     a = nqm.simulate(p, threads=1, **kw)
     b = nqm.simulate(p, threads=2, **kw)
     c = nqm.simulate(p, threads=1, **kw)

@@ -31,7 +31,7 @@ class Budget:
     trajectory_steps: int
 
     @classmethod
-    def make(cls, quick: bool) -> "Budget":
+    def make(cls, quick: bool) -> Budget:
         if quick:
             return cls(True, 256, 32, 12, 600, 300, 1500, 100, 300)
         return cls(False, 1000, 64, 16, 2000, 1000, 6000, 300, 1000)
@@ -49,12 +49,21 @@ class Family:
     point_steps: dict
     points: dict | None = None
 
-    def make_points(self, seed: int) -> "Family":
+    def make_points(self, seed: int) -> Family:
         """θ at each named step of one SGD run (a common prefix: later runs extend earlier ones)."""
         self.points = {}
         for name, steps in self.point_steps.items():
-            run = nqm.simulate(self.problem, self.train_lr, self.train_batch, steps, replicas=2, seed=seed,
-                               per_example=self.per_example, keep_state=True, record=[0, steps])
+            run = nqm.simulate(
+                self.problem,
+                self.train_lr,
+                self.train_batch,
+                steps,
+                replicas=2,
+                seed=seed,
+                per_example=self.per_example,
+                keep_state=True,
+                record=[0, steps],
+            )
             self.points[name] = run.state[0]
         return self
 

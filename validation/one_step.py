@@ -43,7 +43,13 @@ def run_grid(family: Family, point: str, replicas: int, seed: int) -> OneStepGri
     p, theta = family.problem, family.points[point]
     batch = batch_grid(float(theory.noise_scale(p, theta)))
     eps = theory.optimal_step(p, theta, batch)[:, None] * EPS_FACTORS[None, :]
-    result = nqm.one_step_improvement(p, theta, eps, batch[:, None], replicas,
-                                      seed=stream(seed, "one-step", family.key, point),
-                                      per_example=family.per_example)
+    result = nqm.one_step_improvement(
+        p,
+        theta,
+        eps,
+        batch[:, None],
+        replicas,
+        seed=stream(seed, "one-step", family.key, point),
+        per_example=family.per_example,
+    )
     return OneStepGrid(family, point, theta, batch, eps, result)

@@ -46,10 +46,12 @@ def write(checks: list[Check], out_dir, meta: dict) -> dict:
         "controls": sum(c.kind == "negative_control" for c in checks),
         "controls_rejected": sum(c.kind == "negative_control" and c.passed for c in checks),
     }
-    summary["ok"] = summary["checks"] == summary["checks_passed"] and summary["controls"] == summary[
-        "controls_rejected"]
-    (out_dir / "results.json").write_text(json.dumps({"meta": meta, "summary": summary, "checks": records},
-                                                     indent=1, default=_json_default))
+    summary["ok"] = (
+        summary["checks"] == summary["checks_passed"] and summary["controls"] == summary["controls_rejected"]
+    )
+    (out_dir / "results.json").write_text(
+        json.dumps({"meta": meta, "summary": summary, "checks": records}, indent=1, default=_json_default)
+    )
     lines = [
         "# nqm validation report",
         "",
@@ -64,17 +66,26 @@ def write(checks: list[Check], out_dir, meta: dict) -> dict:
         "",
     ]
     for kind, title in (("check", "Checks"), ("negative_control", "Negative controls (planted errors)")):
-        lines += [f"## {title}", "", "| check | claim | cells | predicted | measured ± SE | z | verdict | figure |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {title}",
+            "",
+            "| check | claim | cells | predicted | measured ± SE | z | verdict | figure |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for r in records:
             if r["kind"] != kind:
                 continue
-            verdict = ("PASS" if r["passed"] else "FAIL") if kind == "check" else (
-                "rejected" if r["passed"] else "NOT REJECTED")
+            verdict = (
+                ("PASS" if r["passed"] else "FAIL")
+                if kind == "check"
+                else ("rejected" if r["passed"] else "NOT REJECTED")
+            )
             fig = f"[{r['figure']}]({r['figure']})" if r["figure"] else ""
             se = "exact" if r["exact"] else _num(r["se"])
-            lines.append(f"| {r['name']} | {r['claim']} | {r['cells']} | {_num(r['predicted'])} | "
-                         f"{_num(r['measured'])} ± {se} | {_num(r['z'])} | {verdict} | {fig} |")
+            lines.append(
+                f"| {r['name']} | {r['claim']} | {r['cells']} | {_num(r['predicted'])} | "
+                f"{_num(r['measured'])} ± {se} | {_num(r['z'])} | {verdict} | {fig} |"
+            )
         lines.append("")
     (out_dir / "report.md").write_text("\n".join(lines))
     return summary

@@ -33,16 +33,22 @@ def run(out_dir: Path, quick: bool = False, seed: int = 0, log=print) -> dict:
     checks += v5_identities.checks(seed, out_dir)
     z_crit = decide(checks, ALPHA_SUITE)
     meta = {
-        "seed": seed, "quick": quick, "alpha": ALPHA_SUITE, "z_crit": z_crit,
+        "seed": seed,
+        "quick": quick,
+        "alpha": ALPHA_SUITE,
+        "z_crit": z_crit,
         "statistical_cells": sum(c.cells for c in checks if c.kind == "check" and not c.exact),
-        "seconds": time.perf_counter() - start, "budget": budget.__dict__,
+        "seconds": time.perf_counter() - start,
+        "budget": budget.__dict__,
     }
     summary = write(checks, out_dir, meta)
     for c in checks:
         if not c.passed:
             log(f"  {'FAILED' if c.kind == 'check' else 'NOT REJECTED'}: {c.name}")
-    log(f"{summary['checks_passed']}/{summary['checks']} checks pass, {summary['controls_rejected']}/"
-        f"{summary['controls']} controls rejected; report in {out_dir / 'report.md'} ({meta['seconds']:.1f} s)")
+    log(
+        f"{summary['checks_passed']}/{summary['checks']} checks pass, {summary['controls_rejected']}/"
+        f"{summary['controls']} controls rejected; report in {out_dir / 'report.md'} ({meta['seconds']:.1f} s)"
+    )
     return summary
 
 

@@ -51,11 +51,21 @@ class Check:
     def cells(self) -> int:
         return self.measured.size
 
-    def control(self, name: str, claim: str, predicted) -> "Check":
+    def control(self, name: str, claim: str, predicted) -> Check:
         """The same measurements against a planted wrong prediction."""
-        return Check(name=name, claim=claim, family=self.family, predicted=predicted, measured=self.measured,
-                     se=self.se, kind="negative_control", exact=self.exact, one_sided=self.one_sided,
-                     atol=self.atol, figure=self.figure)
+        return Check(
+            name=name,
+            claim=claim,
+            family=self.family,
+            predicted=predicted,
+            measured=self.measured,
+            se=self.se,
+            kind="negative_control",
+            exact=self.exact,
+            one_sided=self.one_sided,
+            atol=self.atol,
+            figure=self.figure,
+        )
 
 
 def critical_z(cells: int, alpha: float = ALPHA_SUITE) -> float:
@@ -116,8 +126,9 @@ def fit_saturation(batch_sizes, values, se, guess_scale: float, guess_noise: flo
     def model(bb, y_max, log_noise):
         return y_max / (1 + np.exp(log_noise) / bb)
 
-    popt, pcov = optimize.curve_fit(model, b, values, p0=[guess_scale, np.log(guess_noise)], sigma=se,
-                                    absolute_sigma=True, maxfev=10_000)
+    popt, pcov = optimize.curve_fit(
+        model, b, values, p0=[guess_scale, np.log(guess_noise)], sigma=se, absolute_sigma=True, maxfev=10_000
+    )
     y_max, log_noise = popt
     noise = float(np.exp(log_noise))
     return float(y_max), noise, float(np.sqrt(pcov[0, 0])), noise * float(np.sqrt(pcov[1, 1]))

@@ -36,16 +36,26 @@ def checks(grids: list[OneStepGrid], out_dir) -> list[Check]:
         measured=measured,
         se=se,
         figure=_figure(grids, out_dir),
-        notes={"points": [g.point for g in grids], "cells": int(measured.size),
-               "batch_sizes": {g.point: g.batch.tolist() for g in grids},
-               "per_example": family.per_example, "replicas": grids[0].result.n},
+        notes={
+            "points": [g.point for g in grids],
+            "cells": int(measured.size),
+            "batch_sizes": {g.point: g.batch.tolist() for g in grids},
+            "per_example": family.per_example,
+            "replicas": grids[0].result.n,
+        },
     )
     return [
         check,
-        check.control(f"V1 control: 1/B missing [{family.key}]", "planted: ε|G|² − ½ε²(GᵀHG + tr(HΣ))",
-                      np.concatenate([_law(g, per_batch=False).ravel() for g in grids])),
-        check.control(f"V1 control: noise 2× [{family.key}]", "planted: ε|G|² − ½ε²(GᵀHG + 2tr(HΣ)/B)",
-                      np.concatenate([_law(g, noise_factor=2.0).ravel() for g in grids])),
+        check.control(
+            f"V1 control: 1/B missing [{family.key}]",
+            "planted: ε|G|² − ½ε²(GᵀHG + tr(HΣ))",
+            np.concatenate([_law(g, per_batch=False).ravel() for g in grids]),
+        ),
+        check.control(
+            f"V1 control: noise 2× [{family.key}]",
+            "planted: ε|G|² − ½ε²(GᵀHG + 2tr(HΣ)/B)",
+            np.concatenate([_law(g, noise_factor=2.0).ravel() for g in grids]),
+        ),
     ]
 
 
@@ -56,11 +66,20 @@ def _figure(grids: list[OneStepGrid], out_dir) -> str:
     for ax, g in zip(axes, grids):
         gg, ghg, tr = g.moments
         scale = 0.5 * gg**2 / (ghg + tr / g.batch)  # ΔL_opt(B), to put every B on one curve
-        pts = [(f"B={b:g}", EPS_FACTORS, g.result.mean[i] / scale[i], g.result.sem[i] / scale[i])
-               for i, b in enumerate(g.batch)]
-        plots.theory_vs_simulation(x, 2 * x - x**2, pts, ax=ax, xlabel="ε / ε_opt(B)",
-                                   ylabel="ΔL / ΔL_opt(B)", title=f"{g.family.key}, {g.point}",
-                                   theory_label="2x − x²")
+        pts = [
+            (f"B={b:g}", EPS_FACTORS, g.result.mean[i] / scale[i], g.result.sem[i] / scale[i])
+            for i, b in enumerate(g.batch)
+        ]
+        plots.theory_vs_simulation(
+            x,
+            2 * x - x**2,
+            pts,
+            ax=ax,
+            xlabel="ε / ε_opt(B)",
+            ylabel="ΔL / ΔL_opt(B)",
+            title=f"{g.family.key}, {g.point}",
+            theory_label="2x − x²",
+        )
     name = f"v1_{grids[0].family.key}.png"
     plots.save(fig, out_dir / name)
     return name

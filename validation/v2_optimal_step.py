@@ -34,25 +34,45 @@ def checks(grids: list[OneStepGrid], out_dir) -> list[Check]:
     est = [_vertices(g) for g in grids]
     measured = np.concatenate([e[0] for e in est])
     se = np.concatenate([e[1] for e in est])
-    fits = [fit_saturation(g.batch, e[0], e[1], float(theory.max_step(p, g.theta)),
-                           float(theory.noise_scale(p, g.theta))) for g, e in zip(grids, est)]
+    fits = [
+        fit_saturation(g.batch, e[0], e[1], float(theory.max_step(p, g.theta)), float(theory.noise_scale(p, g.theta)))
+        for g, e in zip(grids, est)
+    ]
     b_noise = np.array([float(theory.noise_scale(p, g.theta)) for g in grids])
-    step = Check(name=f"V2 optimal step [{family.key}]", claim=CLAIM, family=p.name,
-                 predicted=np.concatenate([_law(g) for g in grids]), measured=measured, se=se,
-                 figure=_figure(grids, est, out_dir),
-                 notes={"points": [g.point for g in grids], "fit": "weighted quadratic ΔL = b₁ε + b₂ε² per B"})
-    fit = Check(name=f"V2 B_noise fitted from ε_opt(B) [{family.key}]", claim=CLAIM_FIT, family=p.name,
-                predicted=b_noise, measured=[f[1] for f in fits], se=[f[3] for f in fits], figure=step.figure,
-                notes={"points": [g.point for g in grids], "eps_max_fitted": [f[0] for f in fits]})
+    step = Check(
+        name=f"V2 optimal step [{family.key}]",
+        claim=CLAIM,
+        family=p.name,
+        predicted=np.concatenate([_law(g) for g in grids]),
+        measured=measured,
+        se=se,
+        figure=_figure(grids, est, out_dir),
+        notes={"points": [g.point for g in grids], "fit": "weighted quadratic ΔL = b₁ε + b₂ε² per B"},
+    )
+    fit = Check(
+        name=f"V2 B_noise fitted from ε_opt(B) [{family.key}]",
+        claim=CLAIM_FIT,
+        family=p.name,
+        predicted=b_noise,
+        measured=[f[1] for f in fits],
+        se=[f[3] for f in fits],
+        figure=step.figure,
+        notes={"points": [g.point for g in grids], "eps_max_fitted": [f[0] for f in fits]},
+    )
     return [
         step,
-        step.control(f"V2 control: 1/B missing [{family.key}]", "planted: ε_opt = |G|²/(GᵀHG + tr(HΣ))",
-                     np.concatenate([_law(g, per_batch=False) for g in grids])),
-        step.control(f"V2 control: noise 2× [{family.key}]", "planted: ε_opt = ε_max/(1 + 2B_noise/B)",
-                     np.concatenate([_law(g, noise_factor=2.0) for g in grids])),
+        step.control(
+            f"V2 control: 1/B missing [{family.key}]",
+            "planted: ε_opt = |G|²/(GᵀHG + tr(HΣ))",
+            np.concatenate([_law(g, per_batch=False) for g in grids]),
+        ),
+        step.control(
+            f"V2 control: noise 2× [{family.key}]",
+            "planted: ε_opt = ε_max/(1 + 2B_noise/B)",
+            np.concatenate([_law(g, noise_factor=2.0) for g in grids]),
+        ),
         fit,
-        fit.control(f"V2 control: fitted B_noise vs 2× [{family.key}]", "planted: B_noise doubled",
-                    2.0 * b_noise),
+        fit.control(f"V2 control: fitted B_noise vs 2× [{family.key}]", "planted: B_noise doubled", 2.0 * b_noise),
     ]
 
 
@@ -62,10 +82,17 @@ def _figure(grids, est, out_dir) -> str:
     x = np.geomspace(1 / 128, 128, 200)
     for ax, g, (e, s) in zip(axes, grids, est):
         eps_max, b_noise = float(theory.max_step(p, g.theta)), float(theory.noise_scale(p, g.theta))
-        plots.theory_vs_simulation(x, 1 / (1 + 1 / x), [("fitted vertex", g.batch / b_noise, e / eps_max,
-                                                          s / eps_max)], ax=ax, xscale="log",
-                                   xlabel="B / B_noise", ylabel="ε_opt / ε_max", title=f"{g.family.key}, {g.point}",
-                                   theory_label="1/(1 + B_noise/B)")
+        plots.theory_vs_simulation(
+            x,
+            1 / (1 + 1 / x),
+            [("fitted vertex", g.batch / b_noise, e / eps_max, s / eps_max)],
+            ax=ax,
+            xscale="log",
+            xlabel="B / B_noise",
+            ylabel="ε_opt / ε_max",
+            title=f"{g.family.key}, {g.point}",
+            theory_label="1/(1 + B_noise/B)",
+        )
     name = f"v2_{grids[0].family.key}.png"
     plots.save(fig, out_dir / name)
     return name

@@ -33,32 +33,55 @@ def checks(family: Family, replicas: int, seed: int, out_dir) -> list[Check]:
         b_noise = float(theory.noise_scale(p, theta))
         batch = batch_grid(b_noise, FACTORS)
         eps = theory.optimal_step(p, theta, batch)
-        r = nqm.one_step_improvement(p, theta, eps, batch, replicas, seed=stream(seed, "v3", family.key, point),
-                                     per_example=family.per_example)
+        r = nqm.one_step_improvement(
+            p, theta, eps, batch, replicas, seed=stream(seed, "v3", family.key, point), per_example=family.per_example
+        )
         dl_max = float(theory.max_improvement(p, theta))
         fitted = fit_saturation(batch, r.mean, r.sem, dl_max, b_noise)
-        rows.append(dict(point=point, theta=theta, batch=batch, eps=eps, result=r, b_noise=b_noise,
-                         dl_max=dl_max, fitted=fitted))
+        rows.append(
+            dict(
+                point=point, theta=theta, batch=batch, eps=eps, result=r, b_noise=b_noise, dl_max=dl_max, fitted=fitted
+            )
+        )
     cat = np.concatenate
-    law = Check(name=f"V3 ΔL_opt(B) [{family.key}]", claim=CLAIM, family=p.name,
-                predicted=cat([theory.optimal_improvement(p, r["theta"], r["batch"]) for r in rows]),
-                measured=cat([r["result"].mean for r in rows]), se=cat([r["result"].sem for r in rows]),
-                figure=_figure(family, rows, out_dir),
-                notes={"points": [r["point"] for r in rows], "replicas": replicas})
-    fit = Check(name=f"V3 B_noise fitted from ΔL_opt(B) [{family.key}]",
-                claim="B_noise fitted from ΔL_opt(B) = tr(HΣ)/(GᵀHG)", family=p.name,
-                predicted=[r["b_noise"] for r in rows], measured=[r["fitted"][1] for r in rows],
-                se=[r["fitted"][3] for r in rows], figure=law.figure,
-                notes={"dl_max_fitted": [r["fitted"][0] for r in rows], "dl_max": [r["dl_max"] for r in rows]})
+    law = Check(
+        name=f"V3 ΔL_opt(B) [{family.key}]",
+        claim=CLAIM,
+        family=p.name,
+        predicted=cat([theory.optimal_improvement(p, r["theta"], r["batch"]) for r in rows]),
+        measured=cat([r["result"].mean for r in rows]),
+        se=cat([r["result"].sem for r in rows]),
+        figure=_figure(family, rows, out_dir),
+        notes={"points": [r["point"] for r in rows], "replicas": replicas},
+    )
+    fit = Check(
+        name=f"V3 B_noise fitted from ΔL_opt(B) [{family.key}]",
+        claim="B_noise fitted from ΔL_opt(B) = tr(HΣ)/(GᵀHG)",
+        family=p.name,
+        predicted=[r["b_noise"] for r in rows],
+        measured=[r["fitted"][1] for r in rows],
+        se=[r["fitted"][3] for r in rows],
+        figure=law.figure,
+        notes={"dl_max_fitted": [r["fitted"][0] for r in rows], "dl_max": [r["dl_max"] for r in rows]},
+    )
     return [
         law,
-        law.control(f"V3 control: 1/B missing [{family.key}]", "planted: noise term tr(HΣ) without 1/B",
-                    cat([_law(p, r["theta"], r["batch"], r["eps"], per_batch=False) for r in rows])),
-        law.control(f"V3 control: noise 2× [{family.key}]", "planted: noise term 2tr(HΣ)/B",
-                    cat([_law(p, r["theta"], r["batch"], r["eps"], noise_factor=2.0) for r in rows])),
+        law.control(
+            f"V3 control: 1/B missing [{family.key}]",
+            "planted: noise term tr(HΣ) without 1/B",
+            cat([_law(p, r["theta"], r["batch"], r["eps"], per_batch=False) for r in rows]),
+        ),
+        law.control(
+            f"V3 control: noise 2× [{family.key}]",
+            "planted: noise term 2tr(HΣ)/B",
+            cat([_law(p, r["theta"], r["batch"], r["eps"], noise_factor=2.0) for r in rows]),
+        ),
         fit,
-        fit.control(f"V3 control: fitted B_noise vs 2× [{family.key}]", "planted: B_noise doubled",
-                    [2 * r["b_noise"] for r in rows]),
+        fit.control(
+            f"V3 control: fitted B_noise vs 2× [{family.key}]",
+            "planted: B_noise doubled",
+            [2 * r["b_noise"] for r in rows],
+        ),
     ]
 
 
@@ -67,10 +90,17 @@ def _figure(family, rows, out_dir) -> str:
     x = np.geomspace(1 / 128, 128, 200)
     for ax, r in zip(axes, rows):
         res, s = r["result"], r["dl_max"]
-        plots.theory_vs_simulation(x, 1 / (1 + 1 / x), [("simulated at ε_opt(B)", r["batch"] / r["b_noise"],
-                                                          res.mean / s, res.sem / s)], ax=ax, xscale="log",
-                                   xlabel="B / B_noise", ylabel="ΔL_opt / ΔL_max",
-                                   title=f"{family.key}, {r['point']}", theory_label="1/(1 + B_noise/B)")
+        plots.theory_vs_simulation(
+            x,
+            1 / (1 + 1 / x),
+            [("simulated at ε_opt(B)", r["batch"] / r["b_noise"], res.mean / s, res.sem / s)],
+            ax=ax,
+            xscale="log",
+            xlabel="B / B_noise",
+            ylabel="ΔL_opt / ΔL_max",
+            title=f"{family.key}, {r['point']}",
+            theory_label="1/(1 + B_noise/B)",
+        )
     name = f"v3_{family.key}.png"
     plots.save(fig, out_dir / name)
     return name

@@ -49,30 +49,59 @@ def checks(families: dict[str, Family], budget: Budget, seed: int, out_dir) -> l
     fig, axes = plots.new_axes(len(runs(families, budget)), width=3.4)
     for ax, (label, p, kw, per_example, sgd_like) in zip(axes, runs(families, budget)):
         steps = budget.trajectory_steps
-        sim = nqm.simulate(p, steps=steps, replicas=budget.trajectory_replicas, seed=stream(seed, "v4", label),
-                           per_example=per_example, **kw)
+        sim = nqm.simulate(
+            p,
+            steps=steps,
+            replicas=budget.trajectory_replicas,
+            seed=stream(seed, "v4", label),
+            per_example=per_example,
+            **kw,
+        )
         predicted = dynamics.expected_loss(p, steps=steps, at=sim.steps, **kw)
-        check = Check(name=f"V4 dynamics: {label}", claim=CLAIM, family=p.name, predicted=predicted,
-                      measured=sim.mean, se=sim.sem, figure="v4_dynamics.png",
-                      notes={"replicas": sim.n, "steps": steps, **{k: (v if np.isscalar(v) else "array")
-                                                                 for k, v in kw.items()}})
+        check = Check(
+            name=f"V4 dynamics: {label}",
+            claim=CLAIM,
+            family=p.name,
+            predicted=predicted,
+            measured=sim.mean,
+            se=sim.sem,
+            figure="v4_dynamics.png",
+            notes={"replicas": sim.n, "steps": steps, **{k: (v if np.isscalar(v) else "array") for k, v in kw.items()}},
+        )
         doubled = nqm.NoisyQuadratic(p.h, 2 * p.c)
         out += [
             check,
-            check.control(f"V4 control: 1/B missing — {label}", "planted: B = 1 in the noise term",
-                          dynamics.expected_loss(p, steps=steps, at=sim.steps, **{**kw, "batch_size": 1})),
-            check.control(f"V4 control: noise 2× — {label}", "planted: c → 2c",
-                          dynamics.expected_loss(doubled, steps=steps, at=sim.steps, **kw)),
+            check.control(
+                f"V4 control: 1/B missing — {label}",
+                "planted: B = 1 in the noise term",
+                dynamics.expected_loss(p, steps=steps, at=sim.steps, **{**kw, "batch_size": 1}),
+            ),
+            check.control(
+                f"V4 control: noise 2× — {label}",
+                "planted: c → 2c",
+                dynamics.expected_loss(doubled, steps=steps, at=sim.steps, **kw),
+            ),
         ]
         if sgd_like:
-            out.append(check.control(f"V4 control: (1−εh) for (1−εh)² — {label}",
-                                     "planted: V ← (1 − εh)V + ε²c/B",
-                                     _unsquared_contraction(p, kw["lr"], kw["batch_size"], sim.steps,
-                                                            kw.get("precond"))))
+            out.append(
+                check.control(
+                    f"V4 control: (1−εh) for (1−εh)² — {label}",
+                    "planted: V ← (1 − εh)V + ε²c/B",
+                    _unsquared_contraction(p, kw["lr"], kw["batch_size"], sim.steps, kw.get("precond")),
+                )
+            )
         t_fine = np.unique(np.round(np.geomspace(1, steps, 300)).astype(int))
-        plots.theory_vs_simulation(t_fine, dynamics.expected_loss(p, steps=steps, at=t_fine, **kw),
-                                   [("simulated", sim.steps[1:], sim.mean[1:], sim.sem[1:])], ax=ax,
-                                   xscale="log", yscale="log", xlabel="step t", ylabel="E[L_t]", title=label,
-                                   theory_label="exact E[L_t]")
+        plots.theory_vs_simulation(
+            t_fine,
+            dynamics.expected_loss(p, steps=steps, at=t_fine, **kw),
+            [("simulated", sim.steps[1:], sim.mean[1:], sim.sem[1:])],
+            ax=ax,
+            xscale="log",
+            yscale="log",
+            xlabel="step t",
+            ylabel="E[L_t]",
+            title=label,
+            theory_label="exact E[L_t]",
+        )
     plots.save(fig, out_dir / "v4_dynamics.png")
     return out

@@ -44,26 +44,74 @@ def checks(seed: int, out_dir, draws: int = 200) -> list[Check]:
     figure = _figure(kappas, ratios, out_dir)
     log_pos = np.log(ratios) / np.log(kappas)
     return [
-        Check("V5 H ∝ I ⇒ B_simple = B_noise", "B_simple = B_noise when H ∝ I", "random isotropic",
-              predicted=iso, measured=iso_simple, se=0.0, exact=True),
-        Check("V5 B_noise/B_simple ≤ κ", "log(B_noise/B_simple)/log κ ≤ 1", "random spectra",
-              predicted=np.ones(draws), measured=np.abs(log_pos), se=0.0, exact=True, one_sided=True,
-              figure=figure, notes={"max |log ratio / log κ|": float(np.abs(log_pos).max())}),
-        Check("V5 bound attained", "H = diag(1, κ), G ∝ e₁, Σ ∝ e₂e₂ᵀ ⇒ B_noise/B_simple = κ", "extreme case",
-              predicted=kappa, measured=attained, se=0.0, exact=True),
-        Check("V5 E[ΔL](2ε_opt) = 0", "E[ΔL](2ε_opt(B)) = 0 (relative to ΔL_max)", "random spectra",
-              predicted=np.zeros(draws), measured=np.abs(zero_at_2), se=0.0, exact=True, one_sided=True, atol=1e-12,
-              notes={"tolerance": "1e-12 of ΔL_max", "max": float(np.abs(zero_at_2).max())}),
-        Check("V5 ε > 2ε_opt raises the loss", "E[ΔL](ε) < 0 for ε > 2ε_opt(B)", "random spectra",
-              predicted=np.zeros(draws), measured=np.array(above), se=0.0, exact=True, one_sided=True),
+        Check(
+            "V5 H ∝ I ⇒ B_simple = B_noise",
+            "B_simple = B_noise when H ∝ I",
+            "random isotropic",
+            predicted=iso,
+            measured=iso_simple,
+            se=0.0,
+            exact=True,
+        ),
+        Check(
+            "V5 B_noise/B_simple ≤ κ",
+            "log(B_noise/B_simple)/log κ ≤ 1",
+            "random spectra",
+            predicted=np.ones(draws),
+            measured=np.abs(log_pos),
+            se=0.0,
+            exact=True,
+            one_sided=True,
+            figure=figure,
+            notes={"max |log ratio / log κ|": float(np.abs(log_pos).max())},
+        ),
+        Check(
+            "V5 bound attained",
+            "H = diag(1, κ), G ∝ e₁, Σ ∝ e₂e₂ᵀ ⇒ B_noise/B_simple = κ",
+            "extreme case",
+            predicted=kappa,
+            measured=attained,
+            se=0.0,
+            exact=True,
+        ),
+        Check(
+            "V5 E[ΔL](2ε_opt) = 0",
+            "E[ΔL](2ε_opt(B)) = 0 (relative to ΔL_max)",
+            "random spectra",
+            predicted=np.zeros(draws),
+            measured=np.abs(zero_at_2),
+            se=0.0,
+            exact=True,
+            one_sided=True,
+            atol=1e-12,
+            notes={"tolerance": "1e-12 of ΔL_max", "max": float(np.abs(zero_at_2).max())},
+        ),
+        Check(
+            "V5 ε > 2ε_opt raises the loss",
+            "E[ΔL](ε) < 0 for ε > 2ε_opt(B)",
+            "random spectra",
+            predicted=np.zeros(draws),
+            measured=np.array(above),
+            se=0.0,
+            exact=True,
+            one_sided=True,
+        ),
     ]
 
 
 def _figure(kappas, ratios, out_dir) -> str:
     fig, (ax,) = plots.new_axes()
     k = np.geomspace(1, kappas.max() * 1.5, 100)
-    plots.theory_vs_simulation(k, np.stack([k, 1 / k]), [("random problems", kappas, ratios, None)], ax=ax,
-                               xscale="log", yscale="log", xlabel="κ = h_max/h_min", ylabel="B_noise / B_simple",
-                               theory_label="bounds κ^±1")
+    plots.theory_vs_simulation(
+        k,
+        np.stack([k, 1 / k]),
+        [("random problems", kappas, ratios, None)],
+        ax=ax,
+        xscale="log",
+        yscale="log",
+        xlabel="κ = h_max/h_min",
+        ylabel="B_noise / B_simple",
+        theory_label="bounds κ^±1",
+    )
     plots.save(fig, out_dir / "v5_identities.png")
     return "v5_identities.png"
