@@ -34,7 +34,7 @@ class Budget:
     def make(cls, quick: bool) -> Budget:
         if quick:
             return cls(True, 256, 32, 12, 600, 300, 1500, 100, 300)
-        return cls(False, 1000, 64, 16, 2000, 1000, 6000, 300, 1000)
+        return cls(False, 2000, 64, 16, 3000, 1500, 10000, 500, 2000)
 
 
 @dataclass

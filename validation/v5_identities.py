@@ -19,7 +19,7 @@ from .stats import Check
 
 def checks(seed: int, out_dir, draws: int = 200) -> list[Check]:
     rng = np.random.default_rng([seed, 5])
-    iso, iso_simple, ratios, kappas, zero_at_2, above = [], [], [], [], [], []
+    iso, iso_simple, ratios, kappas, zero_at_2, above, above_x = [], [], [], [], [], [], []
     for _ in range(draws):
         d = int(rng.integers(2, 40))
         h = spectra.log_uniform(d, 10 ** rng.uniform(-3, 0), 1.0)
@@ -34,14 +34,25 @@ def checks(seed: int, out_dir, draws: int = 200) -> list[Check]:
         kappas.append(h.max() / h.min())
         b = float(rng.uniform(1, 1e3))
         e2 = 2 * float(theory.optimal_step(p, theta, b))
-        scale = float(theory.max_improvement(p, theta))
+        scale = float(theory.optimal_improvement(p, theta, b))
         zero_at_2.append(float(theory.expected_improvement(p, theta, e2, b)) / scale)
-        above.append(float(theory.expected_improvement(p, theta, e2 * rng.uniform(1.001, 3), b)) / scale)
+        above_x.append(2 * rng.uniform(1.001, 1.5))
+        above.append(float(theory.expected_improvement(p, theta, above_x[-1] * e2 / 2, b)) / scale)
     ratios, kappas = np.array(ratios), np.array(kappas)
     kappa = 1e3
     extreme = nqm.NoisyQuadratic([1.0, kappa], c=[0.0, 1.0])
     attained = float(theory.noise_scale(extreme, [1.0, 0.0]) / theory.simple_noise_scale(extreme, [1.0, 0.0]))
-    figure = _figure(kappas, ratios, out_dir)
+    figure = _figure(
+        np.array(iso),
+        np.array(iso_simple),
+        kappas,
+        ratios,
+        (kappa, attained),
+        np.array(zero_at_2),
+        np.array(above_x),
+        np.array(above),
+        out_dir,
+    )
     log_pos = np.log(ratios) / np.log(kappas)
     return [
         Check(
@@ -52,6 +63,7 @@ def checks(seed: int, out_dir, draws: int = 200) -> list[Check]:
             measured=iso_simple,
             se=0.0,
             exact=True,
+            figure=figure,
         ),
         Check(
             "V5 B_noise/B_simple ≤ κ",
@@ -73,10 +85,11 @@ def checks(seed: int, out_dir, draws: int = 200) -> list[Check]:
             measured=attained,
             se=0.0,
             exact=True,
+            figure=figure,
         ),
         Check(
             "V5 E[ΔL](2ε_opt) = 0",
-            "E[ΔL](2ε_opt(B)) = 0 (relative to ΔL_max)",
+            "E[ΔL](2ε_opt(B)) = 0 (relative to ΔL_opt(B))",
             "random spectra",
             predicted=np.zeros(draws),
             measured=np.abs(zero_at_2),
@@ -84,7 +97,8 @@ def checks(seed: int, out_dir, draws: int = 200) -> list[Check]:
             exact=True,
             one_sided=True,
             atol=1e-12,
-            notes={"tolerance": "1e-12 of ΔL_max", "max": float(np.abs(zero_at_2).max())},
+            figure=figure,
+            notes={"tolerance": "1e-12 of ΔL_opt(B)", "max": float(np.abs(zero_at_2).max())},
         ),
         Check(
             "V5 ε > 2ε_opt raises the loss",
@@ -99,19 +113,44 @@ def checks(seed: int, out_dir, draws: int = 200) -> list[Check]:
     ]
 
 
-def _figure(kappas, ratios, out_dir) -> str:
-    fig, (ax,) = plots.new_axes()
-    k = np.geomspace(1, kappas.max() * 1.5, 100)
+def _figure(iso, iso_simple, kappas, ratios, extreme, at_2, above_x, above, out_dir) -> str:
+    fig, (a, b, c) = plots.new_axes(3)
+    line = np.geomspace(iso.min(), iso.max(), 50)
+    plots.theory_vs_simulation(
+        line,
+        line,
+        [("random H ∝ I", iso, iso_simple, None)],
+        ax=a,
+        xscale="log",
+        yscale="log",
+        xlabel="B_noise",
+        ylabel="B_simple",
+        title="H ∝ I",
+        theory_label="B_simple = B_noise",
+    )
+    k = np.geomspace(1, max(kappas.max(), extreme[0]) * 1.5, 100)
     plots.theory_vs_simulation(
         k,
         np.stack([k, 1 / k]),
-        [("random problems", kappas, ratios, None)],
-        ax=ax,
+        [("random problems", kappas, ratios, None), ("extreme case", [extreme[0]], [extreme[1]], None)],
+        ax=b,
         xscale="log",
         yscale="log",
         xlabel="κ = h_max/h_min",
         ylabel="B_noise / B_simple",
-        theory_label="bounds κ^±1",
+        title="bounds",
+        theory_label="κ^±1",
+    )
+    x = np.linspace(0, 3.1, 200)
+    plots.theory_vs_simulation(
+        x,
+        2 * x - x**2,
+        [("ε = 2ε_opt", np.full(at_2.size, 2.0), at_2, None), ("ε > 2ε_opt", above_x, above, None)],
+        ax=c,
+        xlabel="ε / ε_opt(B)",
+        ylabel="E[ΔL] / ΔL_opt(B)",
+        title="steps past 2ε_opt",
+        theory_label="2x − x²",
     )
     plots.save(fig, out_dir / "v5_identities.png")
     return "v5_identities.png"
