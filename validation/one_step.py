@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import nqm
-from nqm import theory
+from nqm import plots, theory
 
 from .families import Family, batch_grid
 
@@ -53,3 +53,26 @@ def run_grid(family: Family, point: str, replicas: int, seed: int) -> OneStepGri
         per_example=family.per_example,
     )
     return OneStepGrid(family, point, theta, batch, eps, result)
+
+
+def saturation_figure(panels, ylabel: str, points_label: str, name: str, out_dir) -> str:
+    """One panel per point: simulated ``y`` against ``B/B_noise`` on the law ``1/(1 + B_noise/B)``.
+
+    ``panels`` holds ``(title, B/B_noise, y, SE)`` with y already divided by its B → ∞ limit.
+    """
+    fig, axes = plots.new_axes(len(panels))
+    x = np.geomspace(1 / 128, 128, 200)
+    for ax, (title, b_ratio, y, se) in zip(axes, panels):
+        plots.theory_vs_simulation(
+            x,
+            1 / (1 + 1 / x),
+            [(points_label, b_ratio, y, se)],
+            ax=ax,
+            xscale="log",
+            xlabel="B / B_noise",
+            ylabel=ylabel,
+            title=title,
+            theory_label="1/(1 + B_noise/B)",
+        )
+    plots.save(fig, out_dir / name)
+    return name

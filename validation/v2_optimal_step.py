@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from nqm import plots, theory
+from nqm import theory
 
-from .one_step import OneStepGrid
+from .one_step import OneStepGrid, saturation_figure
 from .stats import Check, fit_saturation, parabola_vertex
 
 CLAIM = "ε_opt(B) = ε_max/(1 + B_noise/B)"
@@ -77,22 +77,9 @@ def checks(grids: list[OneStepGrid], out_dir) -> list[Check]:
 
 
 def _figure(grids, est, out_dir) -> str:
-    fig, axes = plots.new_axes(len(grids))
     p = grids[0].family.problem
-    x = np.geomspace(1 / 128, 128, 200)
-    for ax, g, (e, s) in zip(axes, grids, est):
+    panels = []
+    for g, (e, s) in zip(grids, est):
         eps_max, b_noise = float(theory.max_step(p, g.theta)), float(theory.noise_scale(p, g.theta))
-        plots.theory_vs_simulation(
-            x,
-            1 / (1 + 1 / x),
-            [("fitted vertex", g.batch / b_noise, e / eps_max, s / eps_max)],
-            ax=ax,
-            xscale="log",
-            xlabel="B / B_noise",
-            ylabel="ε_opt / ε_max",
-            title=f"{g.family.key}, {g.point}",
-            theory_label="1/(1 + B_noise/B)",
-        )
-    name = f"v2_{grids[0].family.key}.png"
-    plots.save(fig, out_dir / name)
-    return name
+        panels.append((f"{g.family.key}, {g.point}", g.batch / b_noise, e / eps_max, s / eps_max))
+    return saturation_figure(panels, "ε_opt / ε_max", "fitted vertex", f"v2_{grids[0].family.key}.png", out_dir)

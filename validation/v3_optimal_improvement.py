@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 import nqm
-from nqm import plots, theory
+from nqm import theory
 
 from .families import Family, batch_grid
-from .one_step import stream
+from .one_step import saturation_figure, stream
 from .stats import Check, fit_saturation
 
 CLAIM = "ΔL_opt(B) = ΔL_max/(1 + B_noise/B)"
@@ -86,21 +86,13 @@ def checks(family: Family, replicas: int, seed: int, out_dir) -> list[Check]:
 
 
 def _figure(family, rows, out_dir) -> str:
-    fig, axes = plots.new_axes(len(rows))
-    x = np.geomspace(1 / 128, 128, 200)
-    for ax, r in zip(axes, rows):
-        res, s = r["result"], r["dl_max"]
-        plots.theory_vs_simulation(
-            x,
-            1 / (1 + 1 / x),
-            [("simulated at ε_opt(B)", r["batch"] / r["b_noise"], res.mean / s, res.sem / s)],
-            ax=ax,
-            xscale="log",
-            xlabel="B / B_noise",
-            ylabel="ΔL_opt / ΔL_max",
-            title=f"{family.key}, {r['point']}",
-            theory_label="1/(1 + B_noise/B)",
+    panels = [
+        (
+            f"{family.key}, {r['point']}",
+            r["batch"] / r["b_noise"],
+            r["result"].mean / r["dl_max"],
+            r["result"].sem / r["dl_max"],
         )
-    name = f"v3_{family.key}.png"
-    plots.save(fig, out_dir / name)
-    return name
+        for r in rows
+    ]
+    return saturation_figure(panels, "ΔL_opt / ΔL_max", "simulated at ε_opt(B)", f"v3_{family.key}.png", out_dir)
