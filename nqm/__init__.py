@@ -7,17 +7,27 @@ Three engines share one problem description (:class:`NoisyQuadratic`):
 * :func:`nqm.simulate` — Monte Carlo SGD on many replicas, with standard errors.
 """
 
-from . import dynamics, noise, spectra, theory
-from .montecarlo import OneStepResult, SimulationResult, one_step_improvement, simulate
+from . import dynamics, estimators, noise, spectra, theory
+from .montecarlo import (
+    GradientNormTrace,
+    OneStepResult,
+    SimulationResult,
+    gradient_norm_trace,
+    one_step_improvement,
+    simulate,
+)
 from .problem import NoisyQuadratic
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "GradientNormTrace",
     "NoisyQuadratic",
     "OneStepResult",
     "SimulationResult",
     "dynamics",
+    "estimators",
+    "gradient_norm_trace",
     "noise",
     "one_step_improvement",
     "simulate",

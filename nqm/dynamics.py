@@ -24,7 +24,7 @@ import numpy as np
 
 from .problem import NoisyQuadratic, check_batch_size, check_lr, check_precond, check_unit_interval
 
-__all__ = ["expected_loss", "steady_state_loss", "sgd_variance"]
+__all__ = ["expected_loss", "steady_state_loss", "sgd_variance", "coordinate_variance"]
 
 # Coordinates per block: bounds memory at about 2**16 × (matrix size)² × (number of powers) floats.
 _BLOCK_ELEMENTS = 1 << 20
@@ -216,3 +216,20 @@ def steady_state_loss(
     fixed = np.linalg.solve(np.eye(kk) - m[:, :kk, :kk], m[:, :kk, -1][..., None])[..., 0]
     k = f.shape[1]
     return float(0.5 * p.h @ fixed[:, idx * k + idx])
+
+
+def coordinate_variance(p: NoisyQuadratic, lr, batch_size, step, init_var=1.0, precond=None) -> np.ndarray:
+    """Exact ``E[θ_i(t)²]`` per coordinate (d,) of (preconditioned) SGD at ``step`` t (``inf`` for t = ∞).
+
+    Every second-moment quantity of the iterate follows, e.g. ``E|G_t|² = Σ h_i² E[θ_i²]`` and
+    ``E[G_tᵀHG_t] = Σ h_i³ E[θ_i²]``; at t = ∞ this is the stationary
+    ``ε²p²c/(B·ελ(2 − ελ))`` (McCandlish et al. 2018, App. C; Zhang et al. 2019, §3).
+    """
+    lam, sigma = _coefficients(p, lr, batch_size, precond)
+    v0 = _init_var(p, init_var)
+    if step == np.inf:
+        with np.errstate(divide="ignore"):
+            return np.where(lam < 2, sigma**2 / (lam * (2 - lam)), np.inf)
+    if int(step) != step or step < 0:
+        raise ValueError(f"step must be a non-negative integer or inf, got {step!r}")
+    return sgd_variance(lam, sigma**2, v0, float(step))

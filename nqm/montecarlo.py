@@ -29,10 +29,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .noise import check_distribution, minibatch_noise
+from .noise import check_distribution, minibatch_noise, nested_minibatch_noise
 from .problem import NoisyQuadratic, check_batch_size, check_lr, check_precond, check_unit_interval
 
-__all__ = ["simulate", "one_step_improvement", "SimulationResult", "OneStepResult", "default_record"]
+__all__ = [
+    "simulate",
+    "one_step_improvement",
+    "gradient_norm_trace",
+    "SimulationResult",
+    "OneStepResult",
+    "GradientNormTrace",
+    "default_record",
+]
 
 _TILE_ELEMENTS = 1 << 14  # 128 KiB of float64 per array: a tile's working set stays in L2.
 _GENERAL_TILE_ELEMENTS = 1 << 16
@@ -445,4 +453,88 @@ def one_step_improvement(
         mean=samples.mean(axis=-1),
         sem=samples.std(axis=-1, ddof=1) / np.sqrt(replicas),
         n=replicas,
+    )
+
+
+@dataclass
+class GradientNormTrace:
+    """What a practitioner sees along an SGD run, and the truth, per replica and step: arrays (R, T).
+
+    Attributes:
+        sq_small, sq_big: ``|G_small|²`` and ``|G_big|²`` of nested batches of B_small ⊂ B_big examples
+            (the big batch is the one SGD steps with).
+        sq_consecutive: ``|½(G_big(θ_{t−1}) + G_big(θ_t))|²`` (nan at t = 0).
+        sq_true: ``|G(θ_t)|²``. ghg_true: ``G(θ_t)ᵀHG(θ_t)``.
+        b_small, b_big: the two batch sizes. trace_sigma, trace_h_sigma: tr Σ and tr(HΣ).
+    """
+
+    sq_small: np.ndarray
+    sq_big: np.ndarray
+    sq_consecutive: np.ndarray
+    sq_true: np.ndarray
+    ghg_true: np.ndarray
+    b_small: int
+    b_big: int
+    trace_sigma: float
+    trace_h_sigma: float
+
+
+def gradient_norm_trace(
+    p: NoisyQuadratic,
+    lr,
+    b_small: int,
+    b_big: int,
+    steps: int,
+    replicas: int,
+    seed=0,
+    init_var=1.0,
+    *,
+    per_example: str | None = None,
+    threads: int | None = None,
+) -> GradientNormTrace:
+    """Run SGD with batch ``b_big`` and record, at every step, the squared norms a noise-scale estimator uses.
+
+    The small batch is the first ``b_small`` examples of the big one (:func:`nqm.noise.nested_minibatch_noise`).
+    Streams are keyed by (seed, replica block) as in :func:`simulate`.
+    """
+    lr = float(check_lr(lr))
+    b_small, b_big = int(b_small), int(b_big)
+    if not 1 <= b_small < b_big:
+        raise ValueError(f"need 1 <= b_small < b_big, got {b_small}, {b_big}")
+    if int(steps) != steps or steps < 1 or int(replicas) != replicas or replicas < 2:
+        raise ValueError("steps must be >= 1 and replicas >= 2 (integers)")
+    steps, replicas = int(steps), int(replicas)
+    check_distribution(per_example)
+    var0 = np.broadcast_to(np.asarray(init_var, dtype=np.float64), (p.d,))
+    basis = _WorkingBasis(p, np.ones(p.d), np.float64)
+    rows = max(1, _GENERAL_TILE_ELEMENTS // p.d)
+    blocks = list(range(0, replicas, rows))
+
+    def block(r0):
+        def run():
+            rng = _rng(seed, r0 // rows)
+            n = min(rows, replicas - r0)
+            x = basis.to_working(_initial_theta(rng, None, var0, n, slice(0, p.d), np.float64))
+            out = {k: np.empty((n, steps)) for k in ("small", "big", "cons", "true", "ghg")}
+            previous = None
+            for t in range(steps):
+                grad = basis.curvature(x)
+                small, big = nested_minibatch_noise(rng, p, b_small, b_big, n, per_example)
+                g_small, g_big = grad + basis.to_working(small), grad + basis.to_working(big)
+                out["small"][:, t] = np.einsum("ij,ij->i", g_small, g_small)
+                out["big"][:, t] = np.einsum("ij,ij->i", g_big, g_big)
+                out["true"][:, t] = np.einsum("ij,ij->i", grad, grad)
+                out["ghg"][:, t] = np.einsum("ij,ij->i", grad, basis.curvature(grad))
+                mean = 0.5 * (previous + g_big) if previous is not None else np.full_like(g_big, np.nan)
+                out["cons"][:, t] = np.einsum("ij,ij->i", mean, mean)
+                previous = g_big
+                x = x - lr * g_big
+            return out
+
+        return run
+
+    parts = _run_tiles([block(r0) for r0 in blocks], _threads(threads, len(blocks)))
+    cat = {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
+    return GradientNormTrace(
+        cat["small"], cat["big"], cat["cons"], cat["true"], cat["ghg"], b_small, b_big, p.trace_sigma, p.trace_h_sigma
     )

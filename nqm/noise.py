@@ -15,7 +15,7 @@ import numpy as np
 
 from .problem import NoisyQuadratic
 
-__all__ = ["EXAMPLE_DISTRIBUTIONS", "STUDENT_T_DF", "unit_examples", "minibatch_noise"]
+__all__ = ["EXAMPLE_DISTRIBUTIONS", "STUDENT_T_DF", "unit_examples", "minibatch_noise", "nested_minibatch_noise"]
 
 STUDENT_T_DF = 5.0
 """Degrees of freedom of the scaled Student-t examples (finite fourth moment needs df > 4)."""
@@ -93,3 +93,25 @@ def minibatch_noise(
     if p.sigma_factor is None:
         return z * (np.sqrt(p.c) * scale).astype(dtype)
     return (z @ (p.sigma_factor.T * scale)).astype(dtype, copy=False)
+
+
+def nested_minibatch_noise(
+    rng: np.random.Generator,
+    p: NoisyQuadratic,
+    b_small: int,
+    b_big: int,
+    rows: int,
+    per_example: str | None = None,
+    dtype=np.float64,
+):
+    """Noise of a small batch and of a big batch that contains it, as a practitioner measures them.
+
+    .. math:: \\xi_\\text{big} = \\frac{B_s\\,\\xi_\\text{small} + (B_b - B_s)\\,\\xi_\\text{rest}}{B_b}
+
+    with ``ξ_rest`` the mean noise of the other ``B_b − B_s`` examples. Returns two (rows, d) arrays.
+    """
+    if not 1 <= b_small < b_big:
+        raise ValueError(f"need 1 <= b_small < b_big, got {b_small}, {b_big}")
+    small = minibatch_noise(rng, p, b_small, rows, per_example, dtype)
+    rest = minibatch_noise(rng, p, b_big - b_small, rows, per_example, dtype)
+    return small, (b_small * small + (b_big - b_small) * rest) / b_big

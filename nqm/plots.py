@@ -40,12 +40,12 @@ def theory_vs_simulation(
     """Draw a theory curve (or several: 2-D ``theory_y`` with one row per curve) and simulated points.
 
     Args:
-        theory_x: (n,) abscissae of the curve(s). theory_y: (n,) or (k, n).
+        theory_x: (n,) abscissae of the curve(s). theory_y: (n,) or (k, n); None draws points only.
         points: iterable of ``(label, x, y, yerr)`` groups of simulated points with standard errors.
     """
     if ax is None:
         _, (ax,) = new_axes()
-    ys = np.atleast_2d(np.asarray(theory_y))
+    ys = np.atleast_2d(np.asarray(theory_y)) if theory_y is not None else ()
     for i, y in enumerate(ys):
         ax.plot(theory_x, y, color="0.15", lw=1.2, label=theory_label if i == 0 else None, zorder=1)
     for j, (label, x, y, yerr) in enumerate(points):

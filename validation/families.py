@@ -29,12 +29,16 @@ class Budget:
     optimum_replicas: int
     trajectory_replicas: int
     trajectory_steps: int
+    estimator_replicas: int = 2000
+    tracking_replicas: int = 40
+    tracking_steps: int = 300
+    temperature_replicas: int = 1000
 
     @classmethod
     def make(cls, quick: bool) -> Budget:
         if quick:
-            return cls(True, 256, 32, 12, 600, 300, 1500, 100, 300)
-        return cls(False, 2000, 64, 16, 3000, 1500, 10000, 500, 2000)
+            return cls(True, 256, 32, 12, 600, 300, 1500, 100, 300, 2000, 40, 300, 1000)
+        return cls(False, 2000, 64, 16, 3000, 1500, 10000, 500, 2000, 20000, 200, 2000, 4000)
 
 
 @dataclass

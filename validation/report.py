@@ -4,10 +4,36 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from .stats import Check, worst_cell
+
+
+@dataclass
+class Table:
+    """A measured finding that is reported, not judged (e.g. how biased an estimator is)."""
+
+    title: str
+    columns: list[str]
+    rows: list[list]
+    note: str = ""
+    figure: str | None = None
+
+    def markdown(self) -> list[str]:
+        def cell(v):  # a literal | would split a markdown cell
+            return (_num(v) if isinstance(v, float) else str(v)).replace("|", "\\|")
+
+        cells = [[cell(v) for v in row] for row in self.rows]
+        lines = [f"### {self.title}", ""]
+        if self.note:
+            lines += [self.note, ""]
+        lines += ["| " + " | ".join(cell(c) for c in self.columns) + " |", "|" + "---|" * len(self.columns)]
+        lines += ["| " + " | ".join(row) + " |" for row in cells]
+        if self.figure:
+            lines += ["", f"![{self.title}]({self.figure})"]
+        return lines + [""]
 
 
 def _num(x: float) -> str:
@@ -38,7 +64,7 @@ def _record(c: Check) -> dict:
     }
 
 
-def write(checks: list[Check], out_dir, meta: dict) -> dict:
+def write(checks: list[Check], out_dir, meta: dict, tables: list[Table] = ()) -> dict:
     records = [_record(c) for c in checks]
     summary = {
         "checks": sum(c.kind == "check" for c in checks),
@@ -50,7 +76,11 @@ def write(checks: list[Check], out_dir, meta: dict) -> dict:
         summary["checks"] == summary["checks_passed"] and summary["controls"] == summary["controls_rejected"]
     )
     (out_dir / "results.json").write_text(
-        json.dumps({"meta": meta, "summary": summary, "checks": records}, indent=1, default=_json_default)
+        json.dumps(
+            {"meta": meta, "summary": summary, "checks": records, "findings": [asdict(t) for t in tables]},
+            indent=1,
+            default=_json_default,
+        )
     )
     lines = [
         "# nqm validation report",
@@ -87,6 +117,10 @@ def write(checks: list[Check], out_dir, meta: dict) -> dict:
                 f"{_num(r['measured'])} ± {se} | {_num(r['z'])} | {verdict} | {fig} |"
             )
         lines.append("")
+    if tables:
+        lines += ["## Measured findings", ""]
+        for t in tables:
+            lines += t.markdown()
     (out_dir / "report.md").write_text("\n".join(lines))
     return summary
 

@@ -7,7 +7,18 @@ import sys
 import time
 from pathlib import Path
 
-from . import v1_one_step_law, v2_optimal_step, v3_optimal_improvement, v4_dynamics, v5_identities
+from . import (
+    v1_one_step_law,
+    v2_optimal_step,
+    v3_optimal_improvement,
+    v4_dynamics,
+    v5_identities,
+    v6_estimator_bias,
+    v7_ratio_estimators,
+    v8_tracking,
+    v9_misalignment,
+    v10_temperature,
+)
 from .families import Budget, families
 from .one_step import run_grid
 from .report import write
@@ -31,6 +42,19 @@ def run(out_dir: Path, quick: bool = False, seed: int = 0, log=print) -> dict:
     checks += v4_dynamics.checks(fams, budget, seed, out_dir)
     log(f"[{time.perf_counter() - start:6.1f} s] V4 done")
     checks += v5_identities.checks(seed, out_dir)
+    tables = []
+    checks += v6_estimator_bias.checks(
+        fams["zhang2019"], fams["student-t-examples"], budget.estimator_replicas, seed, out_dir
+    )
+    more_checks, more_tables = v7_ratio_estimators.run(fams["zhang2019"], budget.estimator_replicas, seed, out_dir)
+    checks += more_checks
+    tables += more_tables
+    tables += v8_tracking.run(fams["zhang2019"], budget, seed, out_dir)
+    tables += v9_misalignment.run(budget.d_dense, seed, out_dir)
+    more_checks, more_tables = v10_temperature.run(budget.temperature_replicas, seed, out_dir)
+    checks += more_checks
+    tables += more_tables
+    log(f"[{time.perf_counter() - start:6.1f} s] V6–V10 (noise-scale estimators) done")
     z_crit = decide(checks, ALPHA_SUITE)
     meta = {
         "seed": seed,
@@ -41,7 +65,7 @@ def run(out_dir: Path, quick: bool = False, seed: int = 0, log=print) -> dict:
         "seconds": time.perf_counter() - start,
         "budget": budget.__dict__,
     }
-    summary = write(checks, out_dir, meta)
+    summary = write(checks, out_dir, meta, tables)
     for c in checks:
         if not c.passed:
             log(f"  {'FAILED' if c.kind == 'check' else 'NOT REJECTED'}: {c.name}")
