@@ -11,6 +11,11 @@ import numpy as np
 from .stats import Check, worst_cell
 
 
+def _cell(v) -> str:
+    """A markdown table cell: numbers formatted, literal | escaped (it would split the cell)."""
+    return (_num(v) if isinstance(v, float) else str(v)).replace("|", "\\|")
+
+
 @dataclass
 class Table:
     """A measured finding that is reported, not judged (e.g. how biased an estimator is)."""
@@ -22,14 +27,11 @@ class Table:
     figure: str | None = None
 
     def markdown(self) -> list[str]:
-        def cell(v):  # a literal | would split a markdown cell
-            return (_num(v) if isinstance(v, float) else str(v)).replace("|", "\\|")
-
-        cells = [[cell(v) for v in row] for row in self.rows]
+        cells = [[_cell(v) for v in row] for row in self.rows]
         lines = [f"### {self.title}", ""]
         if self.note:
             lines += [self.note, ""]
-        lines += ["| " + " | ".join(cell(c) for c in self.columns) + " |", "|" + "---|" * len(self.columns)]
+        lines += ["| " + " | ".join(_cell(c) for c in self.columns) + " |", "|" + "---|" * len(self.columns)]
         lines += ["| " + " | ".join(row) + " |" for row in cells]
         if self.figure:
             lines += ["", f"![{self.title}]({self.figure})"]
@@ -113,7 +115,7 @@ def write(checks: list[Check], out_dir, meta: dict, tables: list[Table] = ()) ->
             fig = f"[{r['figure']}]({r['figure']})" if r["figure"] else ""
             se = "exact" if r["exact"] else _num(r["se"])
             lines.append(
-                f"| {r['name']} | {r['claim']} | {r['cells']} | {_num(r['predicted'])} | "
+                f"| {_cell(r['name'])} | {_cell(r['claim'])} | {r['cells']} | {_num(r['predicted'])} | "
                 f"{_num(r['measured'])} ± {se} | {_num(r['z'])} | {verdict} | {fig} |"
             )
         lines.append("")
