@@ -15,7 +15,9 @@ def test_readme_tour():
     assert result.attempted > 5 and result.failed == 0
 
 
-@pytest.mark.parametrize("module", ["nqm.problem", "nqm.spectra", "nqm.theory", "nqm.dynamics", "nqm.montecarlo"])
+@pytest.mark.parametrize(
+    "module", ["nqm.problem", "nqm.spectra", "nqm.theory", "nqm.dynamics", "nqm.montecarlo", "nqm.estimators"]
+)
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=FLAGS)
     assert result.failed == 0

@@ -58,6 +58,7 @@ def run(family: Family, replicas: int, seed: int, out_dir):
                 m_s / m_g / b_simple,
                 negative,
                 np.sqrt(negative * (1 - negative) / replicas),
+                ratio_se[-1] / b_simple,
             )
         )
     figure = _figure(np.array(plotted), out_dir)
@@ -100,7 +101,7 @@ def _figure(rows, out_dir) -> str:
     plots.theory_vs_simulation(
         x,
         np.ones_like(x),
-        [("median per-step ratio", x, rows[:, 1], None), ("ratio of means", x, rows[:, 2], None)],
+        [("median per-step ratio", x, rows[:, 1], None), ("ratio of means ± SE", x, rows[:, 2], rows[:, 5])],
         ax=a,
         xscale="log",
         xlabel="B_big / B_simple",
