@@ -38,7 +38,7 @@ class Budget:
     def make(cls, quick: bool) -> Budget:
         if quick:
             return cls(True, 256, 32, 12, 600, 300, 1500, 100, 300, 2000, 40, 300, 1000)
-        return cls(False, 2000, 64, 16, 3000, 1500, 10000, 500, 2000, 20000, 100, 1500, 3000)
+        return cls(False, 2000, 64, 16, 3000, 1500, 10000, 500, 1500, 20000, 100, 1500, 3000)
 
 
 @dataclass
