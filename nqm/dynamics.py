@@ -24,7 +24,15 @@ import numpy as np
 
 from .problem import NoisyQuadratic, check_batch_size, check_lr, check_precond, check_unit_interval
 
-__all__ = ["expected_loss", "steady_state_loss", "sgd_variance", "coordinate_variance"]
+__all__ = [
+    "expected_loss",
+    "steady_state_loss",
+    "sgd_variance",
+    "coordinate_variance",
+    "steps_to_target",
+    "optimal_steps_to_target",
+    "OptimalRuns",
+]
 
 # Coordinates per block: bounds memory at about 2**16 × (matrix size)² × (number of powers) floats.
 _BLOCK_ELEMENTS = 1 << 20
@@ -233,3 +241,7 @@ def coordinate_variance(p: NoisyQuadratic, lr, batch_size, step, init_var=1.0, p
     if int(step) != step or step < 0:
         raise ValueError(f"step must be a non-negative integer or inf, got {step!r}")
     return sgd_variance(lam, sigma**2, v0, float(step))
+
+
+# Whole-run solvers live in their own module and are part of this namespace (DESIGN §3).
+from .whole_runs import OptimalRuns, optimal_steps_to_target, steps_to_target  # noqa: E402

@@ -1,0 +1,363 @@
+"""Whole training runs: steps to reach a target loss, and the step size that minimises them.
+
+For (preconditioned) SGD each coordinate of H's basis relaxes exponentially (Zhang et al. 2019,
+arXiv:1907.04164, §3):
+
+.. math::
+    L(t, \\epsilon) = \\tfrac12\\sum_i h_i\\big[V_i^\\infty + (V_{0,i} - V_i^\\infty)\\,e^{t\\ell_i}\\big],
+
+    \\ell_i = 2\\log|1 - \\epsilon\\lambda_i|,\\qquad
+    V_i^\\infty = \\frac{\\epsilon\\,\\gamma_i}{\\kappa_i(2 - \\epsilon\\kappa_i)},
+
+with ``κ = p h`` (so λ = εκ) and ``γ = p²c/B``. This is smooth in the continuous step count t, so
+
+* ``steps_to_target`` finds the root of ``L(t) = target`` in t (safeguarded Newton on log t, after a doubling
+  bracket) and returns the first integer step, checked by exact evaluation;
+* ``optimal_steps_to_target`` solves, for all batch sizes at once, the two smooth equations that hold at the
+  optimum, ``L(t, ε) = target`` and ``∂L/∂ε = 0`` (then ``dt/dε = 0``), by Newton's method in (log t, ε) with
+  analytic derivatives, started from a short vectorised golden-section search. No grid over ε, no bisection
+  on integer steps.
+
+Momentum and EMA runs are handled by :func:`steps_to_target` through exact integer evaluation of the moment
+map (first hitting time, also where E[L_t] oscillates); their hyper-parameter optimisation is not here yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .dynamics import _coefficients, _init_var, _linear_second_moments, steady_state_loss
+from .problem import NoisyQuadratic, check_batch_size, check_precond, check_unit_interval
+
+__all__ = ["steps_to_target", "optimal_steps_to_target", "OptimalRuns"]
+
+_DENSE_CHUNK = 256
+
+
+def _check_target(target) -> float:
+    t = float(target)
+    if not np.isfinite(t) or t <= 0:
+        raise ValueError(f"target loss must be finite and > 0, got {target!r}")
+    return t
+
+
+# -- SGD: the loss and its derivatives in closed form ----------------------------------------------
+class _SGDLoss:
+    """L(t, ε) and its derivatives for rows of (ε, B) at once; per-coordinate arrays are (n, d)."""
+
+    def __init__(self, p: NoisyQuadratic, batch_size, init_var, precond):
+        pre = check_precond(p, precond)
+        b = np.atleast_1d(check_batch_size(batch_size))
+        self.half_h = 0.5 * p.h
+        self.kappa = pre * p.h  # λ = ε κ
+        self.gamma = (pre * pre * p.c)[None, :] / b[:, None]  # ε²γ is the injected variance
+        self.v0 = _init_var(p, init_var)
+
+    def at(self, x) -> _Rows:
+        return _Rows(self, np.asarray(x, dtype=np.float64))
+
+    def value(self, t, x):
+        return self.at(x).value(t)
+
+    def stationary(self, x):
+        """lim L(t) per row: ½Σ h V∞ when every coordinate is stable (εκ < 2), else inf; no logs needed."""
+        xc = np.asarray(x, dtype=np.float64)[:, None]
+        stable = np.all(xc * self.kappa < 2, axis=1)
+        with np.errstate(divide="ignore"):
+            v_inf = xc * (self.gamma / self.kappa) / (2.0 - xc * self.kappa)
+        return np.where(stable, v_inf @ self.half_h, np.inf)
+
+
+class _Rows:
+    """The per-coordinate pieces at step sizes x (n,), computed once: ℓ, V∞ and V₀ − V∞ (the ε-derivatives
+    are formed only when asked for)."""
+
+    def __init__(self, loss: _SGDLoss, x):
+        self.loss, self.x = loss, x
+        k = loss.kappa
+        xc = x[:, None]
+        u = 1.0 - xc * k
+        # εκ = 1 exactly solves that coordinate in one step (ℓ = −∞); a tiny |u| keeps every term finite
+        # and still gives e^{tℓ} = 0 for t ≥ 1.
+        u = np.where(np.abs(u) < 1e-150, 1e-150, u)
+        self.ell = 2.0 * np.log(np.abs(u))
+        self.kappa_u = (k, u)
+        w = 2.0 - xc * k
+        self.v_inf = xc * (loss.gamma / k) / w
+        self.gap = loss.v0 - self.v_inf
+
+    def _decay(self, t):
+        tt = t[:, None]
+        return np.exp(np.minimum(tt * self.ell, 700.0)), tt
+
+    def value(self, t):
+        """L(t, ε) for continuous t (n,)."""
+        e, _ = self._decay(np.asarray(t, dtype=np.float64))
+        return (self.v_inf + self.gap * e) @ self.loss.half_h
+
+    def derivatives(self, t):
+        """(L, ∂L/∂s, ∂L/∂ε, ∂²L/∂s∂ε, ∂²L/∂ε²) with s = log t, from V = V∞ + (V₀ − V∞)e^{tℓ}."""
+        k, u = self.kappa_u
+        w = 2.0 - self.x[:, None] * k
+        d_ell = -2.0 * k / u  # derivatives in ε, needed only here
+        dd_ell = -2.0 * k**2 / u**2
+        d_v = 2.0 * (self.loss.gamma / k) / w**2
+        dd_v = 4.0 * self.loss.gamma / w**3
+        e, tt = self._decay(t)
+        de_x = tt * d_ell * e
+        dde_x = (tt * dd_ell + (tt * d_ell) ** 2) * e
+        de_t = self.ell * e
+        dde_xt = (d_ell + tt * self.ell * d_ell) * e
+        gap, h = self.gap, self.loss.half_h
+        v = self.v_inf + gap * e
+        v_x = d_v * (1 - e) + gap * de_x
+        v_xx = dd_v * (1 - e) - 2 * d_v * de_x + gap * dde_x
+        v_t = gap * de_t
+        v_xt = -d_v * de_t + gap * dde_xt
+        return v @ h, t * (v_t @ h), v_x @ h, t * (v_xt @ h), v_xx @ h
+
+
+def _crossing_time(loss: _SGDLoss, x, target, t_guess=None):
+    """Continuous t with L(t, ε) = target for each row; inf where the stationary loss is not below target.
+
+    The excess L(t) − L∞ = Σ w_i e^{ℓ_i t} (w_i ≥ 0, ℓ_i < 0: every coordinate relaxes downwards, which the
+    caller guarantees, with L(0) > target) is log-convex and decreasing. Newton's method on
+    g(t) = log(L − L∞) − log(target − L∞) therefore climbs monotonically to the root from any point left of
+    it, and from a point right of it lands left of it in one step; it is exact in one step when one rate
+    dominates. Start: ``t_guess`` (a neighbouring solution) or 0.
+    """
+    rows = loss.at(x)
+    stationary = rows.v_inf @ loss.half_h
+    reached = np.all(rows.ell < 0, axis=1) & (stationary < target)
+    log_goal = np.log(np.where(reached, target - stationary, 1.0))
+    t = np.zeros(x.size) if t_guess is None else np.where(np.isfinite(t_guess), np.maximum(t_guess, 0.0), 0.0)
+    active = reached.copy()
+    for _ in range(100):
+        if not active.any():
+            break
+        e, _ = rows._decay(t)
+        excess = (rows.gap * e) @ loss.half_h
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = np.log(excess) - log_goal
+            slope = ((rows.gap * rows.ell * e) @ loss.half_h) / excess
+            t_new = np.maximum(t - f / slope, 0.0)
+        ok = np.isfinite(t_new)
+        # converged when the step is below 1e-11 of t: far below one step (the integer is checked exactly)
+        done = ~ok | (np.abs(t_new - t) <= 1e-11 * np.maximum(t, 1e-300))
+        t = np.where(active & ok, t_new, t)
+        active &= ~done
+    return np.where(reached, t, np.inf)
+
+
+def _first_integer_step(loss: _SGDLoss, x, target, t_cont):
+    """ceil of the continuous crossing, corrected by exact integer evaluation (rounding at the boundary)."""
+    k = np.ceil(t_cont - 1e-9 * t_cont)
+    finite = np.isfinite(k)
+    k = np.where(finite, np.maximum(k, 0), 0)
+    rows = loss.at(x)
+    for _ in range(3):
+        above = finite & (rows.value(k) > target)
+        k = np.where(above, k + 1, k)
+        below_prev = finite & (k > 0) & (rows.value(np.maximum(k - 1, 0)) <= target)
+        k = np.where(below_prev, k - 1, k)
+        if not (above.any() or below_prev.any()):
+            break
+    return np.where(finite, k, np.inf)
+
+
+def _monotone(loss: _SGDLoss, x) -> np.ndarray:
+    """True where every coordinate starts at or above its stationary level (so L(t) decreases)."""
+    rows = loss.at(x)
+    return np.all(rows.ell < 0, axis=1) & np.all(loss.v0 >= rows.v_inf * (1 - 1e-12), axis=1)
+
+
+def _dense_first_hit(p, lr, batch_size, target, init_var, precond, momentum, ema, max_steps):
+    """First integer t with E[L_t] ≤ target by exact evaluation of every step (any dynamics).
+
+    Chunks of steps double in length, so a long scan costs few Python round trips. The scan stops early
+    with inf once the run has settled above the target to float resolution.
+    """
+    lam, sigma = _coefficients(p, lr, batch_size, precond)
+    v0 = _init_var(p, init_var)
+    stationary = steady_state_loss(p, lr, batch_size, precond, momentum, ema)
+    start, chunk = 0, _DENSE_CHUNK
+    while start <= max_steps:
+        ts = np.arange(start, min(start + chunk, max_steps + 1))
+        # E[L] over this chunk: the moment map is re-powered from t = 0, exact at every step
+        var = _linear_second_moments(lam, sigma, v0, momentum, ema, ts)
+        with np.errstate(over="ignore", invalid="ignore"):
+            losses = 0.5 * (var @ p.h)
+        hit = np.nonzero(losses <= target)[0]
+        if hit.size:
+            return int(ts[hit[0]])
+        last = losses[-1]
+        if not np.isfinite(last) or (stationary > target and abs(last - stationary) <= 1e-12 * stationary):
+            return float("inf")
+        # chunks double (few Python round trips) but stay within about 2^22 values of memory
+        start, chunk = ts[-1] + 1, min(2 * chunk, max(_DENSE_CHUNK, (1 << 22) // p.d))
+    return float("inf")
+
+
+def steps_to_target(
+    p: NoisyQuadratic,
+    lr,
+    batch_size,
+    target,
+    init_var=1.0,
+    precond=None,
+    momentum: float = 0.0,
+    ema: float = 0.0,
+    *,
+    max_steps: int = 10**7,
+):
+    """The first step t with E[L_t] ≤ target (an int), or ``inf`` when the run never gets there.
+
+    SGD (optionally preconditioned) whose coordinates all relax downwards is solved in closed form: root of
+    the continuous L(t) = target, then the first integer, checked exactly. Every other case — momentum
+    (underdamped runs oscillate), EMA, coordinates that start below their stationary level, unstable steps —
+    is scanned step by step with the exact moment recursion, so the answer is the true first hitting time;
+    that costs O(t·d) and stops at ``max_steps``.
+
+    Example:
+        >>> from nqm import NoisyQuadratic
+        >>> p = NoisyQuadratic([1.0], c=[0.0])
+        >>> steps_to_target(p, 0.5, 1, 0.5 * 0.25**3)      # L_t = ½·0.25^t
+        3
+    """
+    target = _check_target(target)
+    beta = check_unit_interval("momentum", momentum)
+    gamma = check_unit_interval("ema", ema)
+    check_batch_size(batch_size)
+    if beta == 0 and gamma == 0:
+        loss = _SGDLoss(p, batch_size, init_var, precond)
+        x = np.atleast_1d(np.float64(lr))
+        if loss.value(np.zeros(1), x)[0] <= target:
+            return 0
+        if _monotone(loss, x)[0]:
+            if loss.stationary(x)[0] >= target:
+                return float("inf")
+            k = _first_integer_step(loss, x, target, _crossing_time(loss, x, target))[0]
+            return int(k) if np.isfinite(k) else float("inf")
+        # Coordinates that start below their stationary level, or are unstable, only grow: their share of
+        # the loss at t = 0 is a lower bound for every later step.
+        rows = loss.at(x)
+        growing = (rows.ell[0] >= 0) | (loss.v0 < rows.v_inf[0])
+        if loss.half_h[growing] @ loss.v0[growing] > target:
+            return float("inf")
+    return _dense_first_hit(p, lr, batch_size, target, init_var, precond, beta, gamma, int(max_steps))
+
+
+@dataclass
+class OptimalRuns:
+    """Per batch size: the fewest steps to the target, the examples they cost, and the step size.
+
+    Attributes: batch_sizes, steps (int-valued floats; inf where unreachable), examples = B·steps, lr,
+    steps_continuous (the continuous optimum t*, for plots and fits), and interior (True where the optimum
+    is a stationary point of t(ε); False where it sits on the edge of the searched range).
+    """
+
+    batch_sizes: np.ndarray
+    steps: np.ndarray
+    examples: np.ndarray
+    lr: np.ndarray
+    steps_continuous: np.ndarray
+    interior: np.ndarray
+
+
+def _feasible_lr(loss: _SGDLoss, target):
+    """Largest stable ε per row whose stationary loss is below target.
+
+    L∞(ε) = ½Σ h ε γ/(κ(2 − εκ)) is increasing and convex on (0, 2/κ_max), so Newton's method started at
+    the stability edge (where L∞ = ∞ > target) descends to the root monotonically.
+    """
+    edge = 2.0 / loss.kappa.max()
+    g_k = loss.gamma / loss.kappa
+    x = np.full(loss.gamma.shape[0], edge * (1 - 1e-9))
+    for _ in range(100):
+        w = 2.0 - x[:, None] * loss.kappa
+        f = (x[:, None] * g_k / w) @ loss.half_h - target
+        slope = (2.0 * g_k / w**2) @ loss.half_h
+        x_new = np.where(f > 0, x - f / slope, x)
+        if np.all(np.abs(x_new - x) <= 1e-13 * x):
+            break
+        x = x_new
+    return x * (1 - 1e-12)
+
+
+def optimal_steps_to_target(
+    p: NoisyQuadratic,
+    target,
+    batch_sizes,
+    init_var=1.0,
+    precond=None,
+    optimizer: str = "sgd",
+) -> OptimalRuns:
+    """Fewest steps to reach ``target`` at each batch size, over a constant step size (SGD, optional P).
+
+    At the optimum ε* the continuous step count t(ε) is stationary, so (t*, ε*) solve
+
+    .. math:: L(t, \\epsilon) = \\text{target},\\qquad \\partial L/\\partial\\epsilon\\,(t, \\epsilon) = 0,
+
+    solved for all batch sizes at once by Newton's method in (log t, ε) with analytic derivatives, started
+    from 14 golden-section steps on t(ε) over the feasible range. Steps are ``ceil(t*)``: no other ε can do
+    better, since t(ε) ≥ t* for all ε in the searched range: stable steps with a stationary loss below the
+    target whose coordinates all relax downwards (V₀ ≥ V∞). ``interior`` says where the optimum is a
+    stationary point inside that range; where it is not, the optimum sits on the range's edge and a larger ε,
+    at which some coordinate grows from the start, may be faster (check with :func:`steps_to_target`).
+
+    References: Zhang et al. 2019 (arXiv:1907.04164), Fig. 2–3; McCandlish et al. 2018, §2.3.
+    """
+    if optimizer != "sgd":
+        raise ValueError(f"optimizer {optimizer!r} is not supported yet; this version optimises 'sgd' only")
+    target = _check_target(target)
+    b = np.atleast_1d(check_batch_size(batch_sizes)).astype(np.float64)
+    loss = _SGDLoss(p, b, init_var, precond)
+    n = b.size
+    if loss.value(np.zeros(n), np.ones(n) * 1e-12)[0] <= target:
+        zeros = np.zeros(n)
+        return OptimalRuns(b, zeros, zeros, np.full(n, np.nan), zeros, np.zeros(n, dtype=bool))
+    # Search where every coordinate relaxes downwards (V₀ ≥ V∞, i.e. ε ≤ 2V₀κ/(γ + V₀κ²)): there t(ε) is
+    # smooth and L(t) decreasing. Beyond, some coordinate's loss only grows; an optimum on that edge is
+    # reported as not interior.
+    with np.errstate(divide="ignore"):
+        x_cap = np.min(2 * loss.v0 * loss.kappa / (loss.gamma + loss.v0 * loss.kappa**2), axis=1)
+    x_hi = np.minimum(_feasible_lr(loss, target), x_cap * (1 - 1e-9))
+    # golden-section search on log ε for a starting point
+    lo, hi = np.log(x_hi) - np.log(1e6), np.log(x_hi)
+    g = (np.sqrt(5) - 1) / 2
+    a, c = hi - g * (hi - lo), lo + g * (hi - lo)
+    ta = _crossing_time(loss, np.exp(a), target)
+    tc = _crossing_time(loss, np.exp(c), target)
+    for _ in range(10):
+        left = ta < tc
+        hi = np.where(left, c, hi)
+        lo = np.where(left, lo, a)
+        new_a, new_c = hi - g * (hi - lo), lo + g * (hi - lo)
+        a_next = np.where(left, new_a, c)
+        c_next = np.where(left, a, new_c)
+        t_new = _crossing_time(loss, np.exp(np.where(left, new_a, new_c)), target, np.where(left, ta, tc))
+        tc, ta = np.where(left, ta, t_new), np.where(left, t_new, tc)
+        a, c = a_next, c_next
+    x = np.exp(np.where(ta < tc, a, c))
+    t = np.minimum(ta, tc)
+    # Newton on (log t, ε): F = L − target, G = ∂L/∂ε
+    for _ in range(30):
+        val, ls, lx, lsx, lxx = loss.at(x).derivatives(t)
+        f, gx = val - target, lx
+        det = ls * lxx - lx * lsx
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ds = (-f * lxx + gx * lx) / det
+            dx = (-gx * ls + f * lsx) / det
+        step_ok = np.isfinite(ds) & np.isfinite(dx)
+        dx = np.clip(np.where(step_ok, dx, 0), -0.5 * x, np.maximum(0.5 * (x_hi - x), 0))
+        ds = np.clip(np.where(step_ok, ds, 0), -1, 1)
+        x, t = x + dx, t * np.exp(ds)
+        if np.all(np.abs(dx) <= 1e-12 * x) and np.all(np.abs(ds) <= 1e-12):
+            break
+    # re-solve t exactly at the final ε (Newton's t satisfies F = 0 only to its tolerance)
+    t = _crossing_time(loss, x, target, t)
+    steps = _first_integer_step(loss, x, target, t)
+    interior = x < x_hi * (1 - 1e-6)
+    return OptimalRuns(b, steps, b * steps, x, t, interior)
