@@ -223,7 +223,7 @@ def steps_to_target(
     Example:
         >>> from nqm import NoisyQuadratic
         >>> p = NoisyQuadratic([1.0], c=[0.0])
-        >>> steps_to_target(p, 0.5, 1, 0.5 * 0.25**3)      # L_t = ½·0.25^t
+        >>> steps_to_target(p, 0.5, 1, 0.01)      # L_t = ½·0.25^t: 0.03125 at t = 2, 0.0078 at t = 3
         3
     """
     target = _check_target(target)

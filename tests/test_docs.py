@@ -16,7 +16,8 @@ def test_readme_tour():
 
 
 @pytest.mark.parametrize(
-    "module", ["nqm.problem", "nqm.spectra", "nqm.theory", "nqm.dynamics", "nqm.montecarlo", "nqm.estimators", "nqm.whole_runs"]
+    "module",
+    ["nqm.problem", "nqm.spectra", "nqm.theory", "nqm.dynamics", "nqm.montecarlo", "nqm.estimators", "nqm.whole_runs"],
 )
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=FLAGS)
