@@ -301,7 +301,7 @@ def optimal_steps_to_target(
     .. math:: L(t, \\epsilon) = \\text{target},\\qquad \\partial L/\\partial\\epsilon\\,(t, \\epsilon) = 0,
 
     solved for all batch sizes at once by Newton's method in (log t, ε) with analytic derivatives, started
-    from 14 golden-section steps on t(ε) over the feasible range. Steps are ``ceil(t*)``: no other ε can do
+    from 10 golden-section steps on log ε over the searched range. Steps are ``ceil(t*)``: no other ε can do
     better, since t(ε) ≥ t* for all ε in the searched range: stable steps with a stationary loss below the
     target whose coordinates all relax downwards (V₀ ≥ V∞). ``interior`` says where the optimum is a
     stationary point inside that range; where it is not, the optimum sits on the range's edge and a larger ε,
