@@ -32,6 +32,8 @@ __all__ = [
     "steps_to_target",
     "optimal_steps_to_target",
     "OptimalRuns",
+    "greedy_schedule",
+    "GreedyRun",
 ]
 
 # Coordinates per block: bounds memory at about 2**16 × (matrix size)² × (number of powers) floats.
@@ -244,4 +246,10 @@ def coordinate_variance(p: NoisyQuadratic, lr, batch_size, step, init_var=1.0, p
 
 
 # Whole-run solvers live in their own module and are part of this namespace (DESIGN §3).
-from .whole_runs import OptimalRuns, optimal_steps_to_target, steps_to_target  # noqa: E402
+from .whole_runs import (  # noqa: E402
+    GreedyRun,
+    OptimalRuns,
+    greedy_schedule,
+    optimal_steps_to_target,
+    steps_to_target,
+)

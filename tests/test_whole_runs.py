@@ -131,3 +131,25 @@ def test_simulation_reaches_the_target_at_the_predicted_step():
             0.05 - dynamics.expected_loss(p, lr, b, steps, at=[steps])[0]
         )
         assert sim.mean[0] - 0.05 > z * sim.sem[0]
+
+
+def test_greedy_step_is_one_step_optimal_and_moments_are_exact():
+    """Each greedy ε maximises the next expected loss decrease given the current moments, and the losses are
+    those of the exact recursion under that schedule."""
+    p = nqm.NoisyQuadratic.zhang2019(300)
+    g = dynamics.greedy_schedule(p, 16, steps=40, precond=p.h**-0.25)
+    pre = p.h**-0.25
+    v = np.ones(p.d)
+    for eps, loss in zip(g.lr, g.loss[1:]):
+
+        def next_loss(e, v=v):
+            return 0.5 * p.h @ ((1 - e * pre * p.h) ** 2 * v + e**2 * pre**2 * p.c / 16)
+
+        assert next_loss(eps) <= min(next_loss(eps * 0.99), next_loss(eps * 1.01))
+        v = (1 - eps * pre * p.h) ** 2 * v + eps**2 * pre**2 * p.c / 16
+        assert loss == pytest.approx(0.5 * p.h @ v, rel=1e-12)
+    stopped = dynamics.greedy_schedule(p, 16, target=g.loss[10], steps=1000, precond=pre)
+    assert stopped.steps == 10 and stopped.loss[-1] <= g.loss[10]
+    assert dynamics.greedy_schedule(p, 16, target=1e-9, steps=5).steps == np.inf
+    with pytest.raises(ValueError, match="steps"):
+        dynamics.greedy_schedule(p, 16)
