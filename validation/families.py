@@ -33,12 +33,14 @@ class Budget:
     tracking_replicas: int = 40
     tracking_steps: int = 300
     temperature_replicas: int = 1000
+    d_pareto: int = 1000
+    noise_scale_replicas: int = 100
 
     @classmethod
     def make(cls, quick: bool) -> Budget:
         if quick:
-            return cls(True, 256, 32, 12, 600, 300, 1500, 100, 300, 2000, 40, 300, 1000)
-        return cls(False, 2000, 64, 16, 3000, 1500, 10000, 500, 1500, 20000, 100, 1500, 3000)
+            return cls(True, 256, 32, 12, 600, 300, 1500, 100, 300, 2000, 40, 300, 1000, 1000, 100)
+        return cls(False, 2000, 64, 16, 3000, 1500, 10000, 500, 1500, 20000, 100, 1500, 3000, 10_000, 200)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from . import (
     v8_tracking,
     v9_misalignment,
     v10_temperature,
+    v11_pareto,
 )
 from .families import Budget, families
 from .one_step import run_grid
@@ -55,6 +56,12 @@ def run(out_dir: Path, quick: bool = False, seed: int = 0, log=print) -> dict:
     checks += more_checks
     tables += more_tables
     log(f"[{time.perf_counter() - start:6.1f} s] V6–V10 (noise-scale estimators) done")
+    more_checks, more_tables = v11_pareto.run(
+        budget.d_pareto, budget.d_zhang, budget.noise_scale_replicas, seed, out_dir
+    )
+    checks += more_checks
+    tables += more_tables
+    log(f"[{time.perf_counter() - start:6.1f} s] V11 (whole runs, Pareto frontier) done")
     z_crit = decide(checks, ALPHA_SUITE)
     meta = {
         "seed": seed,
