@@ -8,6 +8,7 @@ Three engines share one problem description (:class:`NoisyQuadratic`):
 """
 
 from . import dynamics, estimators, noise, spectra, theory
+from .least_squares import LeastSquares
 from .montecarlo import (
     GradientNormTrace,
     OneStepResult,
@@ -22,6 +23,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "GradientNormTrace",
+    "LeastSquares",
     "NoisyQuadratic",
     "OneStepResult",
     "SimulationResult",

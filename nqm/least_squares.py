@@ -1,0 +1,161 @@
+"""State-dependent noise: linear least squares with Gaussian features (DESIGN §2).
+
+Examples are real pairs (x, y) with ``x ~ N(0, H)`` and ``y = xᵀθ* + ν``, ``ν ~ N(0, σ²)``; coordinates are
+H's eigenbasis and θ is measured from θ* (so θ* = 0). The per-example gradient of ``½(xᵀθ − y)²`` is
+``g_x = x(xᵀθ − ν)``, with mean ``Hθ`` and (Isserlis' theorem for Gaussian x)
+
+.. math:: \\Sigma(\\theta) = H\\theta\\theta^\\top H + (\\theta^\\top H\\theta + \\sigma^2)\\,H,
+
+so the noise grows with the loss. The excess loss is ``L(θ) = ½θᵀHθ`` and SGD's second moments obey an exact
+closed recursion (diagonal of M = E[θθᵀ] in H's basis):
+
+.. math:: m_i \\leftarrow (1 - \\epsilon h_i)^2 m_i + \\frac{\\epsilon^2}{B}\\Big(h_i^2 m_i
+          + h_i\\sum_j h_j m_j + \\sigma^2 h_i\\Big).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .montecarlo import SimulationResult, _rng, _run_tiles, _threads, default_record
+from .problem import NoisyQuadratic, check_batch_size, check_lr
+
+__all__ = ["LeastSquares"]
+
+
+def _positive_int(name, value, minimum):
+    if int(value) != value or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class LeastSquares:
+    """Least squares with Gaussian features x ~ N(0, diag(h)) and label noise variance ``noise_var`` (σ²)."""
+
+    h: np.ndarray
+    noise_var: float = 0.0
+
+    def __post_init__(self):
+        h = NoisyQuadratic(self.h, c=np.zeros(np.size(self.h))).h  # same validation as every problem
+        object.__setattr__(self, "h", h)
+        if not np.isfinite(self.noise_var) or self.noise_var < 0:
+            raise ValueError(f"noise_var (σ²) must be finite and >= 0, got {self.noise_var!r}")
+
+    @property
+    def d(self) -> int:
+        return self.h.size
+
+    def sigma(self, theta) -> np.ndarray:
+        """Per-example gradient covariance Σ(θ) = HθθᵀH + (θᵀHθ + σ²)H, dense (d, d) in H's basis."""
+        th = np.asarray(theta, dtype=np.float64)
+        g = self.h * th
+        return np.outer(g, g) + np.diag((th @ g + self.noise_var) * self.h)
+
+    def at(self, theta) -> NoisyQuadratic:
+        """The additive NQM that has this problem's noise at θ: every closed form of :mod:`nqm.theory`
+        (B_noise, ε_opt, E[ΔL] …) then holds at θ exactly, since they need only the mean and covariance of
+        the gradient there."""
+        return NoisyQuadratic(self.h, sigma=self.sigma(theta), name="least squares at θ")
+
+    def noise_scale(self, theta) -> float:
+        """B_noise(θ) = tr(HΣ(θ))/(GᵀHG) = [θᵀH³θ + (θᵀHθ + σ²) tr H²]/(θᵀH³θ)."""
+        th = np.asarray(theta, dtype=np.float64)
+        h3 = th @ (self.h**3 * th)
+        return float((h3 + (th @ (self.h * th) + self.noise_var) * (self.h @ self.h)) / h3)
+
+    def expected_loss(self, lr, batch_size, steps: int, init_var=1.0) -> np.ndarray:
+        """Exact E[L_t], t = 0 … steps, from the closed second-moment recursion (one O(d) update per step)."""
+        e = float(check_lr(lr))
+        b = float(check_batch_size(batch_size))
+        steps = _positive_int("steps", steps, 0)
+        m = np.broadcast_to(np.asarray(init_var, dtype=np.float64), (self.d,)).copy()
+        contraction = (1 - e * self.h) ** 2 + e * e * self.h**2 / b
+        coupling = e * e * self.h / b
+        out = np.empty(steps + 1)
+        out[0] = 0.5 * self.h @ m
+        for t in range(1, steps + 1):
+            m = contraction * m + coupling * (self.h @ m + self.noise_var)
+            out[t] = 0.5 * self.h @ m
+        return out
+
+    def example_gradients(self, rng: np.random.Generator, theta, batch_size: int) -> np.ndarray:
+        """Mean gradient of ``batch_size`` real examples at each row of θ (rows, d): x(xᵀθ − ν) averaged."""
+        th = np.atleast_2d(theta)
+        x = rng.standard_normal((batch_size,) + th.shape) * np.sqrt(self.h)
+        nu = rng.standard_normal((batch_size, th.shape[0])) * np.sqrt(self.noise_var)
+        residual = np.einsum("brd,rd->br", x, th) - nu
+        return np.einsum("br,brd->rd", residual, x) / batch_size
+
+    def simulate(
+        self, lr, batch_size, steps, replicas, seed=0, init_var=1.0, record=None, threads=None
+    ) -> SimulationResult:
+        """SGD on real examples: R replicas, each step B fresh (x, y) pairs; losses at ``record`` steps."""
+        e = float(check_lr(lr))
+        b = _positive_int("batch_size", batch_size, 1)
+        steps = _positive_int("steps", steps, 0)
+        replicas = _positive_int("replicas", replicas, 2)
+        rec = default_record(steps) if record is None else np.unique(np.asarray(record, dtype=np.int64))
+        var0 = np.broadcast_to(np.asarray(init_var, dtype=np.float64), (self.d,))
+        rows = max(1, (1 << 16) // (self.d * b))
+        blocks = list(range(0, replicas, rows))
+
+        def block(r0):
+            def run():
+                rng = _rng(seed, r0 // rows)
+                n = min(rows, replicas - r0)
+                theta = rng.standard_normal((n, self.d)) * np.sqrt(var0)
+                losses = np.empty((n, rec.size))
+                k = 0
+                for t in range(steps + 1):
+                    if k < rec.size and rec[k] == t:
+                        losses[:, k] = 0.5 * (theta**2) @ self.h
+                        k += 1
+                    if t < steps:
+                        theta = theta - e * self.example_gradients(rng, theta, b)
+                return losses
+
+            return run
+
+        parts = _run_tiles([block(r0) for r0 in blocks], _threads(threads, len(blocks)))
+        losses = np.concatenate(parts)
+        return SimulationResult(
+            steps=rec, mean=losses.mean(0), sem=losses.std(0, ddof=1) / np.sqrt(replicas), n=replicas
+        )
+
+    def one_step_improvement(self, theta, lr, batch_size, replicas: int, seed=0, threads=None):
+        """ΔL = L(θ) − L(θ − εG_B) with B real examples, on a broadcast (lr, batch_size) grid; every cell has
+        its own stream. Returns :class:`nqm.OneStepResult` (compare with ``theory.expected_improvement(
+        self.at(θ), θ, ε, B)``)."""
+        from .montecarlo import OneStepResult
+
+        lrs, bs = np.broadcast_arrays(check_lr(lr), check_batch_size(batch_size, integer=True))
+        replicas = _positive_int("replicas", replicas, 2)
+        th = np.asarray(theta, dtype=np.float64)
+        loss0 = 0.5 * self.h @ th**2
+
+        def cell(index):
+            def run():
+                rng = _rng(seed, index)
+                b = int(bs.flat[index])
+                rows = max(1, (1 << 18) // (self.d * b))
+                out = np.empty(replicas)
+                for r0 in range(0, replicas, rows):
+                    n = min(rows, replicas - r0)
+                    new = th - float(lrs.flat[index]) * self.example_gradients(rng, np.tile(th, (n, 1)), b)
+                    out[r0 : r0 + n] = loss0 - 0.5 * (new**2) @ self.h
+                return out
+
+            return run
+
+        samples = np.array(_run_tiles([cell(i) for i in range(lrs.size)], _threads(threads, lrs.size)))
+        samples = samples.reshape(lrs.shape + (replicas,))
+        return OneStepResult(
+            lr=lrs.copy(),
+            batch_size=bs.copy(),
+            mean=samples.mean(-1),
+            sem=samples.std(-1, ddof=1) / np.sqrt(replicas),
+            n=replicas,
+        )
