@@ -19,6 +19,7 @@ from . import (
     v9_misalignment,
     v10_temperature,
     v11_pareto,
+    v12_least_squares,
 )
 from .families import Budget, families
 from .one_step import run_grid
@@ -62,6 +63,8 @@ def run(out_dir: Path, quick: bool = False, seed: int = 0, log=print) -> dict:
     checks += more_checks
     tables += more_tables
     log(f"[{time.perf_counter() - start:6.1f} s] V11 (whole runs, Pareto frontier) done")
+    checks += v12_least_squares.run(budget.one_step_replicas * 2, seed, out_dir)
+    log(f"[{time.perf_counter() - start:6.1f} s] V12 (state-dependent noise) done")
     z_crit = decide(checks, ALPHA_SUITE)
     meta = {
         "seed": seed,
