@@ -96,7 +96,15 @@ def worst_cell(c: Check) -> int:
     return int(np.argmax(np.abs(np.nan_to_num(c.z, nan=np.inf))))
 
 
-# -- fits with standard errors -------------------------------------------------------------------
+# -- estimates with standard errors ---------------------------------------------------------------
+def ratio_to_mean(numerator: float, samples) -> tuple[float, float]:
+    """``numerator / mean(samples)`` and its delta-method SE, ``numerator·SE(mean)/mean²`` — a ratio-of-
+    expectations noise scale such as tr Σ/E|G|² from simulated |G|²."""
+    samples = np.asarray(samples, dtype=np.float64)
+    m = samples.mean()
+    return float(numerator / m), float(numerator * samples.std(ddof=1) / np.sqrt(samples.size) / m**2)
+
+
 def parabola_vertex(eps, mean, se):
     """Weighted least-squares fit ``ΔL = b₁ε + b₂ε²`` (ΔL(0) = 0 exactly) and its maximum.
 

@@ -27,17 +27,10 @@ from nqm import dynamics, plots, spectra
 
 from .one_step import stream
 from .report import Table
-from .stats import Check
+from .stats import Check, ratio_to_mean
 
 D, BATCH, STEPS = 64, 4, 4000
 LRS = (0.02, 0.2)
-
-
-def _delta_ratio(numerator: float, samples: np.ndarray):
-    """numerator/mean(samples) and its delta-method SE."""
-    m = samples.mean()
-    se = samples.std(ddof=1) / np.sqrt(samples.size)
-    return numerator / m, numerator * se / m**2
 
 
 def run(replicas: int, seed: int, out_dir):
@@ -64,8 +57,8 @@ def run(replicas: int, seed: int, out_dir):
         v_exact = dynamics.coordinate_variance(p, lr, BATCH, STEPS, init_var=0.0)
         exact = [float(h**2 @ v_exact), float(h**3 @ v_exact)]
         exact += [tr / exact[0], tr_h / exact[1]]
-        b_simple, se_simple = _delta_ratio(tr, g_sq)
-        b_noise, se_noise = _delta_ratio(tr_h, ghg)
+        b_simple, se_simple = ratio_to_mean(tr, g_sq)
+        b_noise, se_noise = ratio_to_mean(tr_h, ghg)
         measured = [g_sq.mean(), ghg.mean(), b_simple, b_noise]
         se = [g_sq.std(ddof=1) / np.sqrt(replicas), ghg.std(ddof=1) / np.sqrt(replicas), se_simple, se_noise]
         continuous = [2 * BATCH / lr * tr / tr_h, 2 * BATCH / lr * tr_h / tr_h2]
