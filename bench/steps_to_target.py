@@ -24,15 +24,9 @@ BATCHES = 2.0 ** np.arange(2, 22)
 
 
 def binned(p: nqm.NoisyQuadratic, bins: int = 100) -> tuple[nqm.NoisyQuadratic, np.ndarray]:
-    """Geometric bins, curvature rounded down; a bin of n coordinates is one coordinate with n× the
-    variance (θ' = √n θ), so loss and noise add up exactly as for n copies."""
-    edges = np.geomspace(p.h.min(), p.h.max(), bins + 1)
-    index = np.clip(np.searchsorted(edges, p.h, side="right") - 1, 0, bins - 1)
-    counts = np.bincount(index, minlength=bins)
-    keep = counts > 0
-    h = edges[:-1][keep]
-    n = counts[keep].astype(float)
-    return nqm.NoisyQuadratic(h, n * h), n  # C = H per coordinate, n coordinates per bin
+    """The binned problem (C = H) and the per-bin multiplicities, which are its initial variances."""
+    h, n = nqm.spectra.geometric_bins(p.h, bins)
+    return nqm.NoisyQuadratic(h, n * h), n
 
 
 def naive_steps(p, lr, batch, target, init_var) -> float:

@@ -17,6 +17,7 @@ __all__ = [
     "noise_power",
     "random_rotation",
     "misaligned_sigma",
+    "geometric_bins",
 ]
 
 
@@ -129,3 +130,18 @@ def misaligned_sigma(c, strength: float = 1.0, seed=0) -> np.ndarray:
     r = random_rotation(c.size, strength, seed)
     sigma = (r * c) @ r.T
     return 0.5 * (sigma + sigma.T)
+
+
+def geometric_bins(h, bins: int = 100) -> tuple[np.ndarray, np.ndarray]:
+    """Bin a spectrum into ``bins`` geometric bins, each represented by its lower edge (curvature rounded
+    down, as in Zhang et al.'s public notebook); returns (edges of the non-empty bins, counts).
+
+    n coordinates of one curvature act as one coordinate with n× the variance (θ' = √n θ): for C = H use
+    ``NoisyQuadratic(edges, counts * edges)`` with ``init_var = counts`` (for θ₀ ~ N(0, I)).
+    """
+    h = np.asarray(h, dtype=np.float64)
+    edges = np.geomspace(h.min(), h.max(), int(bins) + 1)
+    index = np.clip(np.searchsorted(edges, h, side="right") - 1, 0, int(bins) - 1)
+    counts = np.bincount(index, minlength=int(bins))
+    keep = counts > 0
+    return edges[:-1][keep], counts[keep].astype(np.float64)

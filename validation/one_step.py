@@ -24,6 +24,13 @@ def stream(seed: int, *names: str) -> list[int]:
     return [int(seed)] + [zlib.crc32(n.encode()) for n in names]
 
 
+def improvement_law(moments, eps, batch, noise_factor: float = 1.0, per_batch: bool = True):
+    """E[ΔL] = ε|G|² − ½ε²(GᵀHG + f·tr(HΣ)/B) from ``theory.step_moments``; ``noise_factor`` f ≠ 1 or
+    ``per_batch=False`` (no 1/B) plant the errors the negative controls must reject."""
+    gg, ghg, tr = moments
+    return eps * gg - 0.5 * eps**2 * (ghg + noise_factor * tr / (batch if per_batch else 1.0))
+
+
 @dataclass
 class OneStepGrid:
     family: Family

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 import nqm
-from nqm import dynamics, plots
+from nqm import dynamics, plots, spectra
 
 from .one_step import stream
 from .report import Table
@@ -152,13 +152,8 @@ def _increasing(name, claim, family, values, notes) -> Check:
 
 def _binning(p, exact):
     """Zhang et al.'s notebook bins the spectrum into 100 geometric bins with curvature rounded down."""
-    edges = np.geomspace(p.h.min(), p.h.max(), 101)
-    index = np.clip(np.searchsorted(edges, p.h, side="right") - 1, 0, 99)
-    counts = np.bincount(index, minlength=100)
-    keep = counts > 0
-    h = edges[:-1][keep]
-    binned = nqm.NoisyQuadratic(h, counts[keep] * h)  # n copies of a coordinate = one with n× the variance
-    r = dynamics.optimal_steps_to_target(binned, 0.01, BATCHES, init_var=counts[keep].astype(float))
+    h, counts = spectra.geometric_bins(p.h, 100)
+    r = dynamics.optimal_steps_to_target(nqm.NoisyQuadratic(h, counts * h), 0.01, BATCHES, init_var=counts)
     rel = r.steps / exact.steps - 1
     rows = [
         [f"{b:.0f}", f"{s:.0f}", f"{sb:.0f}", f"{x:+.2%}"]

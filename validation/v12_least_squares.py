@@ -13,7 +13,7 @@ import numpy as np
 import nqm
 from nqm import plots, spectra, theory
 
-from .one_step import stream
+from .one_step import improvement_law, stream
 from .stats import Check
 
 POINTS = {"early": 0, "mid": 20, "late": 200}
@@ -41,8 +41,7 @@ def run(replicas: int, seed: int, out_dir, d: int = 16):
         r = ls.one_step_improvement(th, eps, batch[:, None], replicas, seed=stream(seed, "v12", name))
         pred.append(theory.expected_improvement(p_at, th, eps, batch[:, None]).ravel())
         plain.append(theory.expected_improvement(additive, th, eps, batch[:, None]).ravel())
-        gg, ghg, tr = theory.step_moments(p_at, th)
-        no_b.append((eps * gg - 0.5 * eps**2 * (ghg + tr)).ravel())
+        no_b.append(improvement_law(theory.step_moments(p_at, th), eps, batch[:, None], per_batch=False).ravel())
         meas.append(r.mean.ravel())
         se.append(r.sem.ravel())
         scale = theory.optimal_improvement(p_at, th, batch)[:, None]

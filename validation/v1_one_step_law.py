@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from nqm import plots
+from nqm import plots, theory
 
-from .one_step import EPS_FACTORS, OneStepGrid
+from .one_step import EPS_FACTORS, OneStepGrid, improvement_law
 from .stats import Check
 
 CLAIM = "E[ΔL](ε,B) = ε|G|² − ½ε²(GᵀHG + tr(HΣ)/B)"
 
 
 def _law(grid: OneStepGrid, noise_factor: float = 1.0, per_batch: bool = True):
-    gg, ghg, tr = grid.moments
-    b = grid.batch[:, None] if per_batch else 1.0
-    return grid.eps * gg - 0.5 * grid.eps**2 * (ghg + noise_factor * tr / b)
+    return improvement_law(grid.moments, grid.eps, grid.batch[:, None], noise_factor, per_batch)
 
 
 def checks(grids: list[OneStepGrid], out_dir) -> list[Check]:
@@ -64,8 +62,7 @@ def _figure(grids: list[OneStepGrid], out_dir) -> str:
     fig, axes = plots.new_axes(len(grids))
     x = np.linspace(0, 2.6, 200)
     for ax, g in zip(axes, grids):
-        gg, ghg, tr = g.moments
-        scale = 0.5 * gg**2 / (ghg + tr / g.batch)  # ΔL_opt(B), to put every B on one curve
+        scale = theory.optimal_improvement(g.family.problem, g.theta, g.batch)  # every B onto one curve
         pts = [
             (f"B={b:g}", EPS_FACTORS, g.result.mean[i] / scale[i], g.result.sem[i] / scale[i])
             for i, b in enumerate(g.batch)

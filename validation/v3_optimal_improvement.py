@@ -13,7 +13,7 @@ import nqm
 from nqm import theory
 
 from .families import Family, batch_grid
-from .one_step import saturation_figure, stream
+from .one_step import improvement_law, saturation_figure, stream
 from .stats import Check, fit_saturation
 
 CLAIM = "ΔL_opt(B) = ΔL_max/(1 + B_noise/B)"
@@ -21,9 +21,8 @@ FACTORS = 2.0 ** np.arange(-6, 7)
 
 
 def _law(p, theta, batch, eps, noise_factor=1.0, per_batch=True):
-    """E[ΔL] at the simulated ε, with an optionally planted noise term (equals ΔL_opt when unplanted)."""
-    gg, ghg, tr = theory.step_moments(p, theta)
-    return eps * gg - 0.5 * eps**2 * (ghg + noise_factor * tr / (batch if per_batch else 1.0))
+    """E[ΔL] at the simulated ε (equals ΔL_opt(B) unplanted), optionally with a planted noise term."""
+    return improvement_law(theory.step_moments(p, theta), eps, batch, noise_factor, per_batch)
 
 
 def checks(family: Family, replicas: int, seed: int, out_dir) -> list[Check]:

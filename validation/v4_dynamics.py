@@ -46,8 +46,9 @@ def runs(families: dict[str, Family], budget: Budget):
 
 def checks(families: dict[str, Family], budget: Budget, seed: int, out_dir) -> list[Check]:
     out = []
-    fig, axes = plots.new_axes(len(runs(families, budget)), width=3.4)
-    for ax, (label, p, kw, per_example, sgd_like) in zip(axes, runs(families, budget)):
+    cases = runs(families, budget)
+    fig, axes = plots.new_axes(len(cases), width=3.4)
+    for ax, (label, p, kw, per_example, sgd_like) in zip(axes, cases):
         steps = budget.trajectory_steps
         sim = nqm.simulate(
             p,
