@@ -12,8 +12,9 @@ enters. With the preconditioner folded in (``λ_i = p_i h_i``, noise ``ε p_i ξ
 * heavy-ball momentum (``v ← βv + PG_B``, ``θ ← θ − εv``) and iterate EMA
   (``θ̃ ← γθ̃ + (1 − γ)θ``): a per-coordinate linear state ``s_{t+1} = F s_t + g ξ_t`` whose second
   moments ``S = E[s sᵀ]`` obey ``S ← F S Fᵀ + g gᵀ`` — a linear map on the 3 (momentum or EMA) or 6
-  (both) distinct moments. The affine map is raised to powers by repeated squaring, so E[L_t] at any
-  checkpoints costs O(log t) per checkpoint and no step-by-step loop is needed.
+  (both) distinct moments. Momentum alone and EMA alone have closed forms (:mod:`nqm.moments`); with both,
+  the affine map is raised to powers by repeated squaring, so E[L_t] at any checkpoints costs O(log t) per
+  checkpoint and no step-by-step loop is needed.
 
 The expected loss is ``E[L_t] = ½ Σ_i h_i E[θ_i(t)²]`` (of θ̃ with EMA).
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .moments import ema_variance, heavy_ball_variance
 from .problem import NoisyQuadratic, check_batch_size, check_lr, check_precond, check_unit_interval
 
 __all__ = [
@@ -148,6 +150,21 @@ def _linear_second_moments(lam, sigma, v0, momentum, ema, t):
     return out
 
 
+def _second_moments(lam, sigma, v0, beta, gamma, t):
+    """E[(loss component)²] (T, n) at sorted integer steps ``t``: a closed form where one exists (SGD;
+    stable momentum or EMA alone, :mod:`nqm.moments`), else the powered moment map (momentum with EMA, and
+    unstable runs). The closed forms are also the more accurate: repeated squaring of the moment map loses
+    digits when β or γ is close to 1 (the tests hold both against the step-by-step recursion)."""
+    tt = t[:, None].astype(np.float64)
+    if beta == 0 and gamma == 0:
+        return sgd_variance(lam, sigma**2, v0, tt)
+    if gamma == 0 and np.all((lam > 0) & (lam < 2 * (1 + beta))):
+        return heavy_ball_variance(lam, sigma**2, v0, beta, tt)
+    if beta == 0 and np.all((lam > 0) & (lam < 2)):
+        return ema_variance(lam, sigma**2, v0, gamma, tt)
+    return _linear_second_moments(lam, sigma, v0, beta, gamma, t)
+
+
 def expected_loss(
     p: NoisyQuadratic,
     lr,
@@ -191,13 +208,11 @@ def expected_loss(
     order = np.argsort(t, kind="stable")
     t_sorted = t[order]
     loss = np.zeros(t.size)
-    block = max(1, _BLOCK_ELEMENTS // max(t.size, 1)) if beta == 0 and gamma == 0 else 1 << 12
+    closed = beta == 0 or gamma == 0  # closed forms need O(T·n) memory, the powered map O(n·log T·k⁴)
+    block = max(1, _BLOCK_ELEMENTS // max(t.size, 1)) if closed else 1 << 12
     for lo in range(0, p.d, block):
         sl = slice(lo, lo + block)
-        if beta == 0 and gamma == 0:
-            var = sgd_variance(lam[sl], sigma[sl] ** 2, v0[sl], t_sorted[:, None].astype(np.float64))
-        else:
-            var = _linear_second_moments(lam[sl], sigma[sl], v0[sl], beta, gamma, t_sorted)
+        var = _second_moments(lam[sl], sigma[sl], v0[sl], beta, gamma, t_sorted)
         with np.errstate(over="ignore", invalid="ignore"):
             loss += 0.5 * (var @ p.h[sl])
     loss = np.where(np.isnan(loss), np.inf, loss)  # nan only arises from inf − inf in a diverging run

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dynamics import _coefficients, _init_var, _linear_second_moments, steady_state_loss
+from .dynamics import _coefficients, _init_var, _second_moments, steady_state_loss
 from .problem import NoisyQuadratic, check_batch_size, check_precond, check_unit_interval
 
 __all__ = ["steps_to_target", "optimal_steps_to_target", "OptimalRuns", "greedy_schedule", "GreedyRun"]
@@ -186,7 +186,7 @@ def _dense_first_hit(p, lr, batch_size, target, init_var, precond, momentum, ema
     while start <= max_steps:
         ts = np.arange(start, min(start + chunk, max_steps + 1))
         # E[L] over this chunk: the moment map is re-powered from t = 0, exact at every step
-        var = _linear_second_moments(lam, sigma, v0, momentum, ema, ts)
+        var = _second_moments(lam, sigma, v0, momentum, ema, ts)
         with np.errstate(over="ignore", invalid="ignore"):
             losses = 0.5 * (var @ p.h)
         hit = np.nonzero(losses <= target)[0]
