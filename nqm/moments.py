@@ -18,16 +18,31 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["heavy_ball_variance", "ema_variance"]
+__all__ = [
+    "heavy_ball_variance",
+    "ema_variance",
+    "heavy_ball_stationary",
+    "ema_stationary",
+    "HeavyBallMoments",
+    "EmaMoments",
+]
 
 
-def _log_sinh_ratio(n, psi):
-    """log(sinh(nψ)/sinh ψ) for ψ > 0, n ≥ 0, without overflow: (n−1)ψ + log((1 − e^{−2nψ})/(1 − e^{−2ψ}))."""
-    with np.errstate(divide="ignore"):
-        return (n - 1) * psi + np.log(-np.expm1(-2 * n * psi)) - np.log(-np.expm1(-2 * psi))
+def heavy_ball_stationary(lam, noise_var, beta):
+    """Stationary ``X∞ = (1 + β)q/((1 − β)λ(2(1 + β) − λ))`` of heavy ball (the AR(2) variance); stable iff
+    0 < λ < 2(1 + β)."""
+    return (1 + beta) * noise_var / ((1 - beta) * lam * (2 * (1 + beta) - lam))
 
 
-def heavy_ball_variance(lam, noise_var, v0, beta: float, t):
+def ema_stationary(lam, noise_var, gamma):
+    """Stationary (X∞, C∞, Y∞) = E[x²], E[xy], E[y²] of SGD x with its EMA y (see :func:`ema_variance`)."""
+    x_inf = noise_var / (lam * (2.0 - lam))
+    c_inf = (1 - gamma) * x_inf / (1 - gamma * (1 - lam))
+    y_inf = ((1 - gamma) ** 2 * x_inf + 2 * gamma * (1 - gamma) * (1 - lam) * c_inf) / (1 - gamma**2)
+    return x_inf, c_inf, y_inf
+
+
+def heavy_ball_variance(lam, noise_var, v0, beta, t):
     """``E[x_t²]`` of heavy-ball momentum ``x_{t+1} = (1 + β − λ)x_t − βx_{t−1} − n_t``, ``x_{−1} = x_0``.
 
     With roots r₁,₂ = σρe^{±ψ} of z² − (1 + β − λ)z + β (ρ = √β, σ = sign(1 + β − λ)) the noise-free
@@ -38,37 +53,15 @@ def heavy_ball_variance(lam, noise_var, v0, beta: float, t):
     .. math:: \\mathbb E[x_t^2] = X_\\infty + \\rho^{2t}\\big[(V_0 - X_\\infty)(R_{t+1}^2 + \\beta R_t^2)
               - 2\\sigma\\rho\\,(V_0 - C_\\infty)R_{t+1}R_t\\big].
 
-    The discriminant is formed as (λ − (1−ρ)²)(λ − (1+ρ)²), so nothing cancels near critical damping, and
-    the overdamped branch works in logs, so nothing overflows. Smooth in a continuous ``t`` (exact at
-    integers). Needs 0 < β < 1 and 0 < λ < 2(1 + β) (a stable run); arrays broadcast.
+    The discriminant is formed as (λ − (1−ρ)²)(λ − (1+ρ)²), so nothing cancels near critical damping;
+    overdamped, ρ^{2t}R_n² is written as |r₁|^{2t}(1 − e^{−2nψ})²/(1 − e^{−2ψ})²·e^{…}, so nothing
+    overflows. Smooth in a continuous ``t`` (exact at integers). Needs 0 < β < 1 and
+    0 < λ < 2(1 + β) (a stable run); arrays broadcast.
     """
-    lam, q, v0, t = (np.asarray(a, dtype=np.float64) for a in (lam, noise_var, v0, t))
-    rho = np.sqrt(beta)
-    a = 1.0 + beta - lam
-    sign = np.where(a < 0, -1.0, 1.0)
-    disc = (lam - (1 - rho) ** 2) * (lam - (1 + rho) ** 2)
-    x_inf = (1 + beta) * q / ((1 - beta) * lam * (2 * (1 + beta) - lam))
-    dev_x = v0 - x_inf
-    dev_c = v0 - a * x_inf / (1 + beta)
-    log_decay = t * np.log(beta)  # log ρ^{2t}
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        # overdamped: logs of R_{t+1}, R_t (R_0 = 0 gives −inf, a zero term)
-        psi = np.arcsinh(np.sqrt(np.maximum(disc, 0.0)) / (2 * rho))
-        g1, g0 = _log_sinh_ratio(t + 1, psi), _log_sinh_ratio(t, psi)
-        over = (
-            dev_x * (np.exp(log_decay + 2 * g1) + beta * np.exp(log_decay + 2 * g0))
-            - 2 * sign * rho * dev_c * np.exp(log_decay + g1 + g0)
-        )
-        # underdamped (and critical): bounded ratios sin(nφ)/sin φ, or n
-        sin_phi = np.sqrt(np.maximum(-disc, 0.0)) / (2 * rho)
-        phi = np.arctan2(np.sqrt(np.maximum(-disc, 0.0)), np.abs(a))
-        r1 = np.where(sin_phi > 0, np.sin((t + 1) * phi) / np.where(sin_phi > 0, sin_phi, 1.0), t + 1)
-        r0 = np.where(sin_phi > 0, np.sin(t * phi) / np.where(sin_phi > 0, sin_phi, 1.0), t)
-        under = np.exp(log_decay) * (dev_x * (r1 * r1 + beta * r0 * r0) - 2 * sign * rho * dev_c * r1 * r0)
-    return x_inf + np.where(disc > 0, over, under)
+    return HeavyBallMoments(lam, noise_var, v0, beta).at(t)
 
 
-def ema_variance(lam, noise_var, v0, gamma: float, t):
+def ema_variance(lam, noise_var, v0, gamma, t):
     """``E[y_t²]`` of the iterate EMA ``y_{t+1} = γy_t + (1 − γ)x_{t+1}`` over SGD ``x_{t+1} = ux_t − n_t``.
 
     u = 1 − λ and y_0 = x_0. Noise-free, ``y_t = (1 − γ)u D_t x_0 + γ^t y_0`` with the divided difference
@@ -77,24 +70,113 @@ def ema_variance(lam, noise_var, v0, gamma: float, t):
     formed as ``m^{t−1}·expm1(t log r)/expm1(log r)`` (m = max(u, γ), r = min/max) when u > 0, so nothing
     cancels when u ≈ γ. Integer ``t`` (u^t changes sign when u < 0); needs 0 < γ < 1, 0 < λ < 2.
     """
-    lam, q, v0, t = (np.asarray(a, dtype=np.float64) for a in (lam, noise_var, v0, t))
-    u = 1.0 - lam
-    x_inf = q / (lam * (2.0 - lam))
-    c_inf = (1 - gamma) * x_inf / (1 - gamma * u)
-    y_inf = ((1 - gamma) ** 2 * x_inf + 2 * gamma * (1 - gamma) * u * c_inf) / (1 - gamma**2)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        pos = u > 0
-        u_pos = np.where(pos, u, 1.0)
-        log_r = -np.abs(np.log1p((1 - gamma - lam) / gamma))  # log(min/max) of (u, γ), exact near u = γ
-        log_m = np.maximum(np.log(u_pos), np.log(gamma))
-        ratio = np.where(log_r == 0, t, np.expm1(t * log_r) / np.where(log_r == 0, 1.0, np.expm1(log_r)))
-        d_pos = np.exp((t - 1) * log_m) * ratio
-        d_neg = (np.sign(u) ** t * np.abs(u) ** t - gamma**t) / (u - gamma)
-        coef_x = (1 - gamma) * u * np.where(pos, d_pos, d_neg)
-        coef_y = gamma**t
-        return (
-            y_inf
-            + coef_x**2 * (v0 - x_inf)
-            + 2 * coef_x * coef_y * (v0 - c_inf)
-            + coef_y**2 * (v0 - y_inf)
-        )
+    return EmaMoments(lam, noise_var, v0, gamma).at(t)
+
+
+class HeavyBallMoments:
+    """:func:`heavy_ball_variance` with everything that does not depend on t computed once.
+
+    ``at(t)`` then costs three transcendental functions per coordinate (the solvers call it many times).
+    """
+
+    def __init__(self, lam, noise_var, v0, beta):
+        lam, q, v0, beta = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (lam, noise_var, v0, beta)))
+        self.shape = lam.shape
+        rho = np.sqrt(beta)
+        a = 1.0 + beta - lam
+        sign = np.where(a < 0, -1.0, 1.0)
+        disc = (lam - (1 - rho) ** 2) * (lam - (1 + rho) ** 2)
+        self.x_inf = heavy_ball_stationary(lam, q, beta)
+        dev_x = v0 - self.x_inf
+        dev_c = v0 - a * self.x_inf / (1 + beta)
+        self.over = disc > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # overdamped: ρ^{2t}R_{t+1}² = E·A₁²/D², βρ^{2t}R_t² = E·βe^{−2ψ}A₀²/D², ρ^{2t+1}R_{t+1}R_t =
+            # E·ρe^{−ψ}A₁A₀/D² with E = |r₁|^{2t}, A_n… = 1 − e^{−2nψ}, D = 1 − e^{−2ψ}
+            o = self.over
+            psi = np.arcsinh(np.sqrt(disc[o]) / (2 * rho[o]))
+            d2 = np.expm1(-2 * psi) ** 2
+            self.o_psi2 = 2 * psi
+            self.o_log_r1_2 = np.log(beta[o]) + 2 * psi
+            self.o_k1 = dev_x[o] / d2
+            self.o_k2 = dev_x[o] * beta[o] * np.exp(-2 * psi) / d2
+            self.o_k3 = 2 * sign[o] * rho[o] * np.exp(-psi) * dev_c[o] / d2
+            # underdamped and critical: ρ^{2t}(R_{t+1}² + βR_t²) … with R_n = sin(nφ)/sin φ (n when φ = 0)
+            u = ~o
+            root = np.sqrt(-disc[u])
+            sin_phi = root / (2 * rho[u])
+            self.u_crit = sin_phi == 0
+            s2 = np.where(self.u_crit, 1.0, sin_phi**2)
+            self.u_phi = np.arctan2(root, np.abs(a[u]))
+            self.u_log_beta = np.log(beta[u])
+            self.u_k1 = dev_x[u] / s2
+            self.u_k2 = beta[u] * dev_x[u] / s2
+            self.u_k3 = 2 * sign[u] * rho[u] * dev_c[u] / s2
+
+    def at(self, t):
+        """E[x_t²] for ``t`` broadcasting against the coordinates' shape."""
+        t = np.asarray(t, dtype=np.float64)
+        shape = np.broadcast_shapes(t.shape, self.shape)
+        out = np.array(np.broadcast_to(self.x_inf, shape))
+        same = shape == self.shape
+        over = self.over if same else np.broadcast_to(self.over, shape)
+        tt = np.broadcast_to(t, shape)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if over.any():
+                to = tt[over]
+                k = [
+                    x if same else np.broadcast_to(_scatter(x, self.over), shape)[over]
+                    for x in (self.o_psi2, self.o_log_r1_2, self.o_k1, self.o_k2, self.o_k3)
+                ]
+                a1, a0 = -np.expm1(-(to + 1) * k[0]), -np.expm1(-to * k[0])
+                out[over] += np.exp(to * k[1]) * (k[2] * a1 * a1 + k[3] * a0 * a0 - k[4] * a1 * a0)
+            under = ~over
+            if under.any():
+                tu = tt[under]
+                k = [
+                    x if same else np.broadcast_to(_scatter(x, ~self.over), shape)[under]
+                    for x in (self.u_phi, self.u_log_beta, self.u_k1, self.u_k2, self.u_k3, self.u_crit)
+                ]
+                s1 = np.where(k[5], tu + 1, np.sin((tu + 1) * k[0]))
+                s0 = np.where(k[5], tu, np.sin(tu * k[0]))
+                out[under] += np.exp(tu * k[1]) * (k[2] * s1 * s1 + k[3] * s0 * s0 - k[4] * s1 * s0)
+        return out
+
+
+def _scatter(values, mask):
+    """Values of a masked subset placed back into an array of the mask's shape (zeros elsewhere)."""
+    full = np.zeros(mask.shape, dtype=values.dtype)
+    full[mask] = values
+    return full
+
+
+class EmaMoments:
+    """:func:`ema_variance` with everything that does not depend on t computed once."""
+
+    def __init__(self, lam, noise_var, v0, gamma):
+        lam, q, v0, gamma = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (lam, noise_var, v0, gamma)))
+        self.u = 1.0 - lam
+        self.gamma = gamma
+        x_inf, c_inf, self.y_inf = ema_stationary(lam, q, gamma)
+        self.dev = (v0 - x_inf, v0 - c_inf, v0 - self.y_inf)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.pos = self.u > 0
+            self.log_r = -np.abs(np.log1p((1 - gamma - lam) / gamma))  # log(min/max) of (u, γ), exact at u ≈ γ
+            self.log_m = np.maximum(np.log(np.where(self.pos, self.u, 1.0)), np.log(gamma))
+            self.inv_expm1 = np.where(self.log_r == 0, 1.0, 1.0 / np.expm1(self.log_r))
+            self.log_gamma = np.log(gamma)
+            self.log_abs_u = np.log(np.abs(self.u))
+
+    def at(self, t):
+        """E[y_t²] at integer ``t`` broadcasting against the coordinates' shape."""
+        t = np.asarray(t, dtype=np.float64)
+        u, gamma = self.u, self.gamma
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            coef_y = np.exp(t * self.log_gamma)
+            ratio = np.where(self.log_r == 0, t, np.expm1(t * self.log_r) * self.inv_expm1)
+            d_pos = np.exp((t - 1) * self.log_m) * ratio
+            parity = np.where(np.mod(t, 2) == 1, -1.0, 1.0)
+            d_neg = (np.where(u < 0, parity, 1.0) * np.exp(t * self.log_abs_u) - coef_y) / (u - gamma)
+            coef_x = (1 - gamma) * u * np.where(self.pos, d_pos, d_neg)
+            dx, dc, dy = self.dev
+            return self.y_inf + coef_x * coef_x * dx + 2 * coef_x * coef_y * dc + coef_y * coef_y * dy

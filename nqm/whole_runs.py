@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .dynamics import _coefficients, _init_var, _second_moments, steady_state_loss
+from .moments import EmaMoments, HeavyBallMoments, ema_stationary, heavy_ball_stationary
 from .problem import NoisyQuadratic, check_batch_size, check_precond, check_unit_interval
 
 __all__ = ["steps_to_target", "optimal_steps_to_target", "OptimalRuns", "greedy_schedule", "GreedyRun"]
@@ -254,8 +255,9 @@ class OptimalRuns:
     """Per batch size: the fewest steps to the target, the examples they cost, and the step size.
 
     Attributes: batch_sizes, steps (int-valued floats; inf where unreachable), examples = B·steps, lr,
-    steps_continuous (the continuous optimum t*, for plots and fits), and interior (True where the optimum
-    is a stationary point of t(ε); False where it sits on the edge of the searched range).
+    steps_continuous (the continuous optimum t*, for plots and fits), interior (True where the optimum
+    is a stationary point of t(ε); False where it sits on the edge of the searched range), and the tuned
+    ``momentum`` β or ``ema`` γ per batch size (None for plain SGD).
     """
 
     batch_sizes: np.ndarray
@@ -264,6 +266,8 @@ class OptimalRuns:
     lr: np.ndarray
     steps_continuous: np.ndarray
     interior: np.ndarray
+    momentum: np.ndarray | None = None
+    ema: np.ndarray | None = None
 
 
 def _feasible_lr(loss: _SGDLoss, target):
@@ -284,6 +288,237 @@ def _feasible_lr(loss: _SGDLoss, target):
             break
         x = x_new
     return x * (1 - 1e-12)
+
+
+# -- momentum and EMA: integer first crossings on the closed forms, tuned by nested golden sections --------
+class _TunedLoss:
+    """E[L_t] for rows of (ε, h) — heavy ball (h = β) or iterate EMA (h = γ) — by :mod:`nqm.moments`."""
+
+    def __init__(self, p: NoisyQuadratic, batch_sizes, init_var, precond, kind: str):
+        pre = check_precond(p, precond)
+        self.kind = kind
+        self.half_h = 0.5 * p.h
+        self.kappa = pre * p.h
+        self.gamma = (pre * pre * p.c)[None, :] / batch_sizes[:, None]
+        self.v0 = _init_var(p, init_var)
+
+    def _parts(self, x, h):
+        return x[:, None] * self.kappa, x[:, None] ** 2 * self.gamma, h[:, None]
+
+    def curve(self, x, h):
+        """t ↦ E[L_t] at fixed rows (ε, h); the t-independent work is done here, once."""
+        lam, q, hh = self._parts(x, h)
+        moments = (HeavyBallMoments if self.kind == "momentum" else EmaMoments)(lam, q, self.v0, hh)
+        return lambda t: moments.at(np.asarray(t, dtype=np.float64)[:, None]) @ self.half_h
+
+    def value(self, x, h, t):
+        return self.curve(x, h)(t)
+
+    def first_hit_by_scan(self, x: float, h: float, target: float, until: int) -> int:
+        """The first integer t < ``until`` with E[L_t] ≤ target for one row (ε, h) by evaluating every step;
+        ``until`` if there is none."""
+        lam, q, hh = self._parts(np.array([x]), np.array([h]))
+        moments = (HeavyBallMoments if self.kind == "momentum" else EmaMoments)(lam[0], q[0], self.v0, hh[0])
+        chunk = max(1, (1 << 22) // self.v0.size)
+        for start in range(0, until, chunk):
+            ts = np.arange(start, min(start + chunk, until), dtype=np.float64)
+            with np.errstate(over="ignore", invalid="ignore"):
+                hit = np.nonzero(moments.at(ts[:, None]) @ self.half_h <= target)[0]
+            if hit.size:
+                return int(ts[hit[0]])
+        return until
+
+    def stationary(self, x, h):
+        lam, q, hh = self._parts(x, h)
+        if self.kind == "momentum":
+            return heavy_ball_stationary(lam, q, hh) @ self.half_h
+        return ema_stationary(lam, q, hh)[2] @ self.half_h
+
+    def stability_edge(self, h):
+        """Largest stable ε: λ_max < 2(1 + β) for heavy ball, < 2 for EMA (it averages SGD's iterates)."""
+        return (2 * (1 + h) if self.kind == "momentum" else 2.0 + 0 * h) / self.kappa.max()
+
+    def feasible_lr(self, h, target):
+        """Per row, the ε (just below the stability edge) at which the stationary loss reaches ``target``.
+
+        The stationary loss increases with ε, from 0 to ∞ at the edge: bisection in log ε, 60 halvings.
+        """
+        edge = self.stability_edge(h) * (1 - 1e-9)
+        lo, hi = np.log(edge) - np.log(1e15), np.log(edge)
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                above = ~(self.stationary(np.exp(mid), h) < target)
+            hi, lo = np.where(above, mid, hi), np.where(above, lo, mid)
+        return np.exp(lo)
+
+
+def _first_crossing(loss: _TunedLoss, x, h, target, guess=None, max_steps=2.0**50):
+    """(first integer k, continuous estimate) with E[L_k] ≤ target, per row; inf where never.
+
+    A bracket [lo, hi] with L(lo) > target ≥ L(hi) is grown by doubling from ``guess`` and then narrowed by
+    interpolating y = log(L − L∞) linearly in k (exact for one exponential rate, so typically a step or two),
+    with a bisection step whenever an interpolation fails to halve the bracket. This finds a crossing of
+    the target; it is the first one when E[L_k] decreases up to it (heavy ball's oscillations decay as β^k
+    and are past by then in tuned runs; ``steps_to_target`` is exact in every case and checks this in the
+    tests).
+    """
+    n = x.size
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        l_inf = loss.stationary(x, h)
+    reached = (x < loss.stability_edge(h)) & (l_inf < target)
+    goal = np.log(np.where(reached, target - l_inf, 1.0))
+
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        curve = loss.curve(x, h)
+
+    def excess_log(k):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            v = curve(k)
+            return v, np.log(np.maximum(v - l_inf, 1e-300)) - goal
+
+    v0, y0 = excess_log(np.zeros(n))
+    done0 = reached & (v0 <= target)
+    active = reached & ~done0
+    # Bracket. Without a guess: lo = 0, hi = 1, 2, 4, … . With one: probe k = ⌈guess⌉, then step away from it
+    # by 2% of k, doubling the stride, until the other side of the crossing is found.
+    if guess is None:
+        k = np.ones(n)
+    else:
+        k = np.maximum(np.ceil(np.where(np.isfinite(guess), guess, 1.0)), 1.0)
+    v_k, y_k = excess_log(k)
+    k_below = v_k <= target
+    stride = np.where(guess is None, k, np.maximum(np.ceil(0.02 * k), 1.0))
+    lo = np.where(k_below & (guess is not None), np.maximum(k - stride, 0.0), np.where(k_below, 0.0, k))
+    hi = np.where(k_below, k, k + stride)
+    y_lo, y_hi = np.where(k_below, y0, y_k), np.where(k_below, y_k, y0)
+    lo_ok, hi_ok = ~active | ~k_below | (lo == 0), ~active | k_below
+    while True:
+        need_hi = active & ~hi_ok & (hi < max_steps)
+        need_lo = active & hi_ok & ~lo_ok
+        if not (need_hi.any() or need_lo.any()):
+            break
+        v_p, y_p = excess_log(np.where(need_hi, hi, lo))
+        p_below = v_p <= target
+        # upward search: the probe at hi is below (bracket found) or becomes the new lo
+        hi_ok |= need_hi & p_below
+        up = need_hi & ~p_below
+        lo, y_lo = np.where(up, hi, lo), np.where(up, y_p, y_lo)
+        y_hi = np.where(need_hi & p_below, y_p, y_hi)
+        hi = np.where(up, hi + stride, hi)
+        # downward search: the probe at lo is above (bracket found) or becomes the new hi
+        lo_ok |= need_lo & ~p_below
+        down = need_lo & p_below
+        hi, y_hi = np.where(down, lo, hi), np.where(down, y_p, y_hi)
+        y_lo = np.where(need_lo & ~p_below, y_p, y_lo)
+        lo = np.where(down, np.maximum(lo - stride, 0.0), lo)
+        lo_ok |= down & (lo == 0)
+        y_lo = np.where(down & (lo == 0), y0, y_lo)
+        stride = np.where(up | down, 2 * stride, stride)
+    reached &= done0 | hi_ok
+    active = reached & ~done0
+    # Narrow: the interpolated root r of y, rounded towards the side not yet pinned (floor after a step
+    # that moved hi, ceil after one that moved lo), so an accurate r closes the bracket in two probes; every
+    # third probe bisects, which bounds the worst case.
+    moved_hi = np.zeros(n, dtype=bool)
+    for i in range(10**4):
+        narrowing = active & (hi - lo > 1)
+        if not narrowing.any():
+            break
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = lo + y_lo / (y_lo - y_hi) * (hi - lo)
+        k = np.where(moved_hi, np.floor(r), np.ceil(r))
+        if i % 3 == 2:
+            k = np.floor(0.5 * (lo + hi))
+        k = np.clip(np.where(np.isfinite(k), k, np.floor(0.5 * (lo + hi))), lo + 1, hi - 1)
+        v_k, y_k = excess_log(np.where(narrowing, k, hi))
+        below = narrowing & (v_k <= target)
+        above = narrowing & ~(v_k <= target)
+        hi, y_hi = np.where(below, k, hi), np.where(below, y_k, y_hi)
+        lo, y_lo = np.where(above, k, lo), np.where(above, y_k, y_lo)
+        moved_hi = np.where(narrowing, below, moved_hi)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = np.clip(y_lo / (y_lo - y_hi), 0.0, 1.0)
+    steps = np.where(done0, 0.0, np.where(reached, hi, np.inf))
+    cont = np.where(done0, 0.0, np.where(reached, lo + np.where(np.isfinite(frac), frac, 1.0), np.inf))
+    return steps, cont
+
+
+# searched hyper-parameter range: h = β or γ in [1e-6, 1 − 1e-4], golden sections on log(1 − h)
+_H_LOG_RANGE = (np.log(1e-4), np.log1p(-1e-6))
+_LR_DECADES = 1e4  # ε searched in [ε_hi/1e4, ε_hi]
+_GOLDEN_STEPS = 16
+_SCAN_BUDGET = 1 << 25  # final runs of at most this many coordinate-steps are checked step by step
+
+
+def _optimal_tuned(p, target, b, init_var, precond, kind) -> OptimalRuns:
+    """Fewest steps over (ε, h) per batch size: golden sections on log(1 − h) around golden sections on log ε.
+
+    For each h the inner search runs over ε up to ``feasible_lr`` (stable, stationary loss below target);
+    steps are the integer first crossings of the closed form and the objective their continuous
+    interpolation, so the searches see a continuous function. 18 × 18 crossings per batch size.
+    """
+    loss = _TunedLoss(p, b, init_var, precond, kind)
+
+    def best_lr(s, guess):
+        h = -np.expm1(s)
+        x_hi = loss.feasible_lr(h, target)
+        hi = np.log(x_hi)
+        z, t = _golden_min(
+            lambda z, g: _first_crossing(loss, np.exp(z), h, target, g)[1], hi - np.log(_LR_DECADES), hi, _GOLDEN_STEPS
+        )
+        return np.exp(z), t, x_hi
+
+    lo, hi = (np.full(b.size, v) for v in _H_LOG_RANGE)
+    s, _ = _golden_min(lambda s, g: best_lr(s, g)[1], lo, hi, _GOLDEN_STEPS)
+    x, _, x_hi = best_lr(s, None)
+    # t(ε, h) is jagged where E[L] still oscillates at the target (heavy ball at large B: the crossing
+    # jumps between troughs); a 5 × 5 patch of exact crossings around the optimum picks the best nearby.
+    offsets = np.linspace(-0.03, 0.03, 5)
+    best = (np.full(b.size, np.inf), np.full(b.size, np.inf), x, s, x_hi)
+    for ds in offsets:
+        s_c = np.clip(s + ds, lo, hi)
+        h_c = -np.expm1(s_c)
+        cap = loss.feasible_lr(h_c, target)
+        for dz in offsets:
+            x_c = np.minimum(x * np.exp(dz), cap)
+            st, ct = _first_crossing(loss, x_c, h_c, target, best[1])
+            better = (st < best[0]) | ((st == best[0]) & (ct < best[1]))
+            best = tuple(np.where(better, new, old) for new, old in zip((st, ct, x_c, s_c, cap), best))
+    steps, cont, x, s, x_hi = best
+    h = -np.expm1(s)
+    # The bracketing search finds a crossing. Short runs (steps·d ≤ 2^25, e.g. heavy ball at large B, where
+    # the oscillations are alive at the target) are then checked at every earlier step: exact first hits.
+    for i in np.nonzero(steps * p.d <= _SCAN_BUDGET)[0]:
+        steps[i] = loss.first_hit_by_scan(x[i], h[i], target, int(steps[i]))
+    # interior: neither ε nor h within a hair of its searched bounds
+    span = hi - lo
+    interior = (x < x_hi * (1 - 1e-3)) & (s > lo + 1e-3 * span) & (s < hi - 1e-3 * span)
+    extra = {"momentum": h} if kind == "momentum" else {"ema": h}
+    return OptimalRuns(b, steps, b * steps, x, cont, interior, **extra)
+
+
+def _golden_min(objective, lo, hi, iterations: int):
+    """Vectorised golden-section search: per row, the z in [lo, hi] minimising ``objective(z, guess)``.
+
+    ``guess`` is the best value so far (objectives that solve for a step count use it as a warm start).
+    Returns (z, value) at the best point seen. Assumes a unimodal objective on the interval.
+    """
+    g = (np.sqrt(5) - 1) / 2
+    a, c = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa = objective(a, None)
+    fc = objective(c, fa)
+    for _ in range(iterations):
+        left = fa < fc
+        hi = np.where(left, c, hi)
+        lo = np.where(left, lo, a)
+        new_a, new_c = hi - g * (hi - lo), lo + g * (hi - lo)
+        a_next, c_next = np.where(left, new_a, c), np.where(left, a, new_c)
+        f_new = objective(np.where(left, new_a, new_c), np.where(left, fa, fc))
+        fc, fa = np.where(left, fa, f_new), np.where(left, f_new, fc)
+        a, c = a_next, c_next
+    best = fa < fc
+    return np.where(best, a, c), np.where(best, fa, fc)
 
 
 def optimal_steps_to_target(
@@ -309,10 +544,12 @@ def optimal_steps_to_target(
 
     References: Zhang et al. 2019 (arXiv:1907.04164), Fig. 2–3; McCandlish et al. 2018, §2.3.
     """
-    if optimizer != "sgd":
-        raise ValueError(f"optimizer {optimizer!r} is not supported yet; this version optimises 'sgd' only")
+    if optimizer not in ("sgd", "momentum", "ema"):
+        raise ValueError(f"optimizer must be 'sgd', 'momentum' or 'ema', got {optimizer!r}")
     target = _check_target(target)
     b = np.atleast_1d(check_batch_size(batch_sizes)).astype(np.float64)
+    if optimizer != "sgd":
+        return _optimal_tuned(p, target, b, init_var, precond, optimizer)
     loss = _SGDLoss(p, b, init_var, precond)
     n = b.size
     if loss.value(np.zeros(n), np.ones(n) * 1e-12)[0] <= target:
@@ -324,24 +561,10 @@ def optimal_steps_to_target(
     with np.errstate(divide="ignore"):
         x_cap = np.min(2 * loss.v0 * loss.kappa / (loss.gamma + loss.v0 * loss.kappa**2), axis=1)
     x_hi = np.minimum(_feasible_lr(loss, target), x_cap * (1 - 1e-9))
-    # golden-section search on log ε for a starting point
     lo, hi = np.log(x_hi) - np.log(1e6), np.log(x_hi)
-    g = (np.sqrt(5) - 1) / 2
-    a, c = hi - g * (hi - lo), lo + g * (hi - lo)
-    ta = _crossing_time(loss, np.exp(a), target)
-    tc = _crossing_time(loss, np.exp(c), target)
-    for _ in range(10):
-        left = ta < tc
-        hi = np.where(left, c, hi)
-        lo = np.where(left, lo, a)
-        new_a, new_c = hi - g * (hi - lo), lo + g * (hi - lo)
-        a_next = np.where(left, new_a, c)
-        c_next = np.where(left, a, new_c)
-        t_new = _crossing_time(loss, np.exp(np.where(left, new_a, new_c)), target, np.where(left, ta, tc))
-        tc, ta = np.where(left, ta, t_new), np.where(left, t_new, tc)
-        a, c = a_next, c_next
-    x = np.exp(np.where(ta < tc, a, c))
-    t = np.minimum(ta, tc)
+    # golden-section search on log ε for a starting point
+    z, t = _golden_min(lambda z, guess: _crossing_time(loss, np.exp(z), target, guess), lo, hi, 10)
+    x = np.exp(z)
     # Newton on (log t, ε): F = L − target, G = ∂L/∂ε
     for _ in range(30):
         val, ls, lx, lsx, lxx = loss.at(x).derivatives(t)
