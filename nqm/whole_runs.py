@@ -18,8 +18,9 @@ with ``κ = p h`` (so λ = εκ) and ``γ = p²c/B``. This is smooth in the cont
   analytic derivatives, started from a short vectorised golden-section search. No grid over ε, no bisection
   on integer steps.
 
-Momentum and EMA runs are handled by :func:`steps_to_target` through exact integer evaluation of the moment
-map (first hitting time, also where E[L_t] oscillates); their hyper-parameter optimisation is not here yet.
+Momentum and EMA runs: :func:`steps_to_target` evaluates every step exactly (first hitting time, also where
+E[L_t] oscillates); ``optimal_steps_to_target(optimizer="momentum" | "ema")`` tunes (ε, β) or (ε, γ) with
+golden-section searches over the O(d) closed forms of :mod:`nqm.moments`.
 """
 
 from __future__ import annotations
@@ -529,7 +530,7 @@ def optimal_steps_to_target(
     precond=None,
     optimizer: str = "sgd",
 ) -> OptimalRuns:
-    """Fewest steps to reach ``target`` at each batch size, over a constant step size (SGD, optional P).
+    """Fewest steps to reach ``target`` at each batch size, over a constant step size (and β or γ).
 
     At the optimum ε* the continuous step count t(ε) is stationary, so (t*, ε*) solve
 
@@ -542,7 +543,16 @@ def optimal_steps_to_target(
     stationary point inside that range; where it is not, the optimum sits on the range's edge and a larger ε,
     at which some coordinate grows from the start, may be faster (check with :func:`steps_to_target`).
 
-    References: Zhang et al. 2019 (arXiv:1907.04164), Fig. 2–3; McCandlish et al. 2018, §2.3.
+    ``optimizer="momentum"`` (heavy ball) and ``"ema"`` (iterate averaging) also tune β or γ in
+    [10⁻⁶, 1 − 10⁻⁴]: golden sections on log(1 − h) around golden sections on log ε (ε up to the largest
+    stable step whose stationary loss is below the target), each point's steps the first crossing of the
+    closed form (:mod:`nqm.moments`), then the best of a 5 × 5 patch of nearby points (heavy ball's t(ε, β)
+    is jagged at large B, where E[L] still oscillates at the target). Short runs (steps·d ≤ 2²⁵) are
+    checked at every step, so their steps are exact first hits; ``interior`` is False where ε or h sits at
+    an end of its range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed).
+
+    References: Zhang et al. 2019 (arXiv:1907.04164), Fig. 2–3 (SGD), 5 (momentum), 7 (EMA);
+    McCandlish et al. 2018, §2.3.
     """
     if optimizer not in ("sgd", "momentum", "ema"):
         raise ValueError(f"optimizer must be 'sgd', 'momentum' or 'ema', got {optimizer!r}")
