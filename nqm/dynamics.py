@@ -36,6 +36,8 @@ __all__ = [
     "OptimalRuns",
     "greedy_schedule",
     "GreedyRun",
+    "optimal_piecewise_schedule",
+    "PiecewiseSchedule",
 ]
 
 # Coordinates per block: bounds memory at about 2**16 × (matrix size)² × (number of powers) floats.
@@ -260,11 +262,15 @@ def coordinate_variance(p: NoisyQuadratic, lr, batch_size, step, init_var=1.0, p
     return sgd_variance(lam, sigma**2, v0, float(step))
 
 
-# Whole-run solvers live in their own module and are part of this namespace (DESIGN §3).
-from .whole_runs import (  # noqa: E402
+# Whole-run solvers and schedules live in their own modules and are part of this namespace (DESIGN §3).
+from .schedules import (  # noqa: E402
     GreedyRun,
-    OptimalRuns,
+    PiecewiseSchedule,
     greedy_schedule,
+    optimal_piecewise_schedule,
+)
+from .whole_runs import (  # noqa: E402
+    OptimalRuns,
     optimal_steps_to_target,
     steps_to_target,
 )

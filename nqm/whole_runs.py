@@ -33,7 +33,7 @@ from .dynamics import _coefficients, _init_var, _second_moments, steady_state_lo
 from .moments import EmaMoments, HeavyBallMoments, ema_stationary, heavy_ball_stationary
 from .problem import NoisyQuadratic, check_batch_size, check_precond, check_unit_interval
 
-__all__ = ["steps_to_target", "optimal_steps_to_target", "OptimalRuns", "greedy_schedule", "GreedyRun"]
+__all__ = ["steps_to_target", "optimal_steps_to_target", "OptimalRuns"]
 
 _DENSE_CHUNK = 256
 
@@ -594,49 +594,3 @@ def optimal_steps_to_target(
     steps = _first_integer_step(loss, x, target, t)
     interior = x < x_hi * (1 - 1e-6)
     return OptimalRuns(b, steps, b * steps, x, t, interior)
-
-
-@dataclass
-class GreedyRun:
-    """The greedy schedule's step sizes (T,) and expected losses (T+1,), and the steps it took."""
-
-    lr: np.ndarray
-    loss: np.ndarray
-    steps: int
-
-
-def greedy_schedule(
-    p: NoisyQuadratic, batch_size, steps: int | None = None, init_var=1.0, precond=None, *, target=None
-) -> GreedyRun:
-    """At every step the step size that maximises the expected improvement given the current moments.
-
-    .. math:: \\epsilon_t = \\frac{\\operatorname{tr}(PH^2M_t)}{\\operatorname{tr}(P^2H^3M_t)
-              + \\operatorname{tr}(P^2H\\Sigma)/B},\\qquad M_t = \\mathbb E[\\theta_t\\theta_t^\\top]
-
-    (McCandlish et al. 2018, arXiv:1812.06162, eq. 2.6 with |G|² → E|G|², and App. D), then the exact SGD
-    moment update ``V ← (1 − ε_t p h)²V + ε_t²p²c/B``. Runs ``steps`` steps, or until E[L] ≤ ``target``
-    (then ``steps`` caps the run; inf steps when the cap is reached first).
-    """
-    if steps is None and target is None:
-        raise ValueError("give steps, or target (with steps as an optional cap)")
-    if target is not None:
-        target = _check_target(target)
-    b = float(check_batch_size(batch_size))
-    pre = check_precond(p, precond)
-    cap = int(steps) if steps is not None else 10**7
-    v = np.array(_init_var(p, init_var), dtype=np.float64)
-    ph = pre * p.h
-    grad_w = pre * p.h**2  # tr(PH²M) = Σ p h² V
-    curv_w = pre**2 * p.h**3  # tr(P²H³M) = Σ p² h³ V
-    noise = float((pre**2 * p.h) @ p.c) / b  # tr(P²HΣ)/B
-    injected = pre**2 * p.c / b
-    lrs, losses = [], [0.5 * p.h @ v]
-    for _ in range(cap):
-        if target is not None and losses[-1] <= target:
-            break
-        eps = (grad_w @ v) / (curv_w @ v + noise)
-        v = (1 - eps * ph) ** 2 * v + eps**2 * injected
-        lrs.append(eps)
-        losses.append(0.5 * p.h @ v)
-    reached = target is None or losses[-1] <= target
-    return GreedyRun(np.array(lrs), np.array(losses), len(lrs) if reached else float("inf"))

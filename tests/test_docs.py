@@ -17,7 +17,17 @@ def test_readme_tour():
 
 @pytest.mark.parametrize(
     "module",
-    ["nqm.problem", "nqm.spectra", "nqm.theory", "nqm.dynamics", "nqm.montecarlo", "nqm.estimators", "nqm.whole_runs"],
+    [
+        "nqm.problem",
+        "nqm.spectra",
+        "nqm.theory",
+        "nqm.dynamics",
+        "nqm.montecarlo",
+        "nqm.estimators",
+        "nqm.whole_runs",
+        "nqm.schedules",
+        "nqm.moments",
+    ],
 )
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=FLAGS)
