@@ -20,6 +20,7 @@ from . import (
     v10_temperature,
     v11_pareto,
     v12_least_squares,
+    v13_algorithms,
 )
 from .families import Budget, families
 from .one_step import run_grid
@@ -65,6 +66,14 @@ def run(out_dir: Path, quick: bool = False, seed: int = 0, log=print) -> dict:
     log(f"[{time.perf_counter() - start:6.1f} s] V11 (whole runs, Pareto frontier) done")
     checks += v12_least_squares.run(budget.one_step_replicas * 2, seed, out_dir)
     log(f"[{time.perf_counter() - start:6.1f} s] V12 (state-dependent noise) done")
+    # Zhang et al.'s claims are about their d = 10⁴ problem; the quick run takes every third batch size
+    batches = v13_algorithms.BATCHES[::3] if quick else v13_algorithms.BATCHES
+    more_checks, more_tables = v13_algorithms.run(
+        10_000, budget.d_zhang, budget.noise_scale_replicas, seed, out_dir, batches
+    )
+    checks += more_checks
+    tables += more_tables
+    log(f"[{time.perf_counter() - start:6.1f} s] V13 (momentum, EMA, schedules) done")
     z_crit = decide(checks, ALPHA_SUITE)
     meta = {
         "seed": seed,
