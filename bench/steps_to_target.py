@@ -1,8 +1,11 @@
 """Zhang et al.'s steps-vs-batch-size figure: nqm's solver against a naive baseline, side by side in one run.
 
-Problem: d = 10⁴, h_i = 1/i, C = H, θ₀ ~ N(0, I), target 0.01, B = 2² … 2²¹ (20 batch sizes), SGD.
-Baseline (as in Zhang et al.'s public notebook): the spectrum binned into 100 geometric bins (curvature rounded
-down to the bin's lower edge), a 100-point log grid of ε, and bisection on the integer step count.
+Problem: d = 10⁴, h_i = 1/i, C = H, θ₀ ~ N(0, I), target 0.01, B = 2² … 2²¹ (20 batch sizes), SGD and heavy-ball
+momentum. Baseline (as in Zhang et al.'s public notebook): the spectrum binned into 100 geometric bins (curvature
+rounded down to the bin's lower edge), a 100-point log grid of ε (× a 20-point grid of β for momentum), and
+bisection on the integer step count; momentum's E[L_k] by powering each bin's 4 × 4 affine moment map
+(``numpy.linalg.matrix_power``). The naive momentum search is timed on every fifth batch size (it takes
+minutes) and compared per batch size.
 nqm: ``optimal_steps_to_target`` (Newton on L = target, ∂L/∂ε = 0), on the binned problem and on the full
 spectrum. Accuracy: against a fine reference on the full spectrum (exact integer steps of ``steps_to_target``
 on a 401-point grid of ε within ±2% of the optimum). Usage: ``python bench/steps_to_target.py [--json]``.
@@ -52,6 +55,50 @@ def naive_steps(p, lr, batch, target, init_var) -> float:
     return float(hi)
 
 
+def naive_momentum_steps(p, lr, beta, batch, target, init_var) -> float:
+    """Bisection on integer steps; E[L_k] from the k-th power of each bin's affine moment map."""
+    lam = lr * p.h
+    if np.any(lam >= 2 * (1 + beta)):
+        return np.inf
+    a, q = 1 + beta - lam, lr**2 * p.c / batch
+    m = np.zeros((p.d, 4, 4))
+    m[:, 0, 0], m[:, 0, 1], m[:, 0, 2], m[:, 0, 3] = a * a, -2 * a * beta, beta * beta, q
+    m[:, 1, 0], m[:, 1, 1] = a, -beta
+    m[:, 2, 0] = 1.0
+    m[:, 3, 3] = 1.0
+    s0 = np.stack([init_var, init_var, init_var, np.ones(p.d)], axis=1)
+    stationary = 0.5 * p.h @ ((1 + beta) * q / ((1 - beta) * lam * (2 * (1 + beta) - lam)))
+    if stationary >= target:
+        return np.inf
+
+    def loss(k):
+        with np.errstate(over="ignore", invalid="ignore"):
+            value = 0.5 * p.h @ np.einsum("nij,nj->ni", np.linalg.matrix_power(m, k), s0)[:, 0]
+        return value if np.isfinite(value) else np.inf  # repeated squaring can overflow near the edge
+
+    hi = 1
+    while loss(hi) > target:
+        hi *= 2
+    lo = hi // 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if loss(mid) > target else (lo, mid)
+    return float(hi)
+
+
+def naive_momentum_optimum(p, init_var, batches):
+    betas = 1 - np.geomspace(1e-3, 0.9, 20)
+    best = np.full(batches.size, np.inf)
+    chosen = np.zeros((batches.size, 2))
+    for i, b in enumerate(batches):
+        for beta in betas:
+            for e in np.geomspace(1e-5, 2.0 * (1 + beta) / p.h.max(), 100):
+                steps = naive_momentum_steps(p, e, beta, b, TARGET, init_var)
+                if steps < best[i]:
+                    best[i], chosen[i] = steps, (e, beta)
+    return best, chosen
+
+
 def naive_optimum(p, init_var):
     grid = np.geomspace(1e-3, 2.0 / p.h.max(), 100)
     steps = np.array([[naive_steps(p, e, b, TARGET, init_var) for e in grid] for b in BATCHES])
@@ -77,6 +124,23 @@ def main() -> None:
     t_naive, (naive, naive_lr) = timed(lambda: naive_optimum(small, counts), repeats=1)
     t_binned, ours_binned = timed(lambda: dynamics.optimal_steps_to_target(small, TARGET, BATCHES, init_var=counts))
     t_full, ours = timed(lambda: dynamics.optimal_steps_to_target(full, TARGET, BATCHES))
+    subset = BATCHES[::5]
+    t_naive_mom, (naive_mom, naive_choice) = timed(lambda: naive_momentum_optimum(small, counts, subset), repeats=1)
+    # what the naive answers are worth: exact first hits at the (ε, β) it chose, on its own binned problem
+    naive_mom_exact = np.array(
+        [
+            dynamics.steps_to_target(small, e, b, TARGET, init_var=counts, momentum=beta)
+            for (e, beta), b in zip(naive_choice, subset)
+        ]
+    )
+    t_mom_binned, mom_binned = timed(
+        lambda: dynamics.optimal_steps_to_target(small, TARGET, BATCHES, init_var=counts, optimizer="momentum"),
+        repeats=1,
+    )
+    t_mom_full, mom_full = timed(
+        lambda: dynamics.optimal_steps_to_target(full, TARGET, BATCHES, optimizer="momentum"), repeats=1
+    )
+    per_b_naive = t_naive_mom / subset.size
     reference = np.array(
         [
             min(dynamics.steps_to_target(full, e * f, b, TARGET) for f in np.linspace(0.98, 1.02, 401))
@@ -102,19 +166,49 @@ def main() -> None:
                 np.max(np.abs(naive - ours.steps) / ours.steps)
             ),
         },
-        "steps": {"B": BATCHES.tolist(), "nqm full": ours.steps.tolist(), "naive binned": naive.tolist()},
+        "momentum": {
+            "seconds per batch size, naive binned": per_b_naive,
+            "seconds per batch size, nqm binned": t_mom_binned / BATCHES.size,
+            "seconds per batch size, nqm full spectrum": t_mom_full / BATCHES.size,
+            "speed-up, nqm binned vs naive binned": per_b_naive / (t_mom_binned / BATCHES.size),
+            "speed-up, nqm full vs naive binned": per_b_naive / (t_mom_full / BATCHES.size),
+            "nqm binned ≤ naive binned (same problem)": bool(np.all(mom_binned.steps[::5] <= naive_mom)),
+            "naive grid vs nqm, same binned problem (max rel. excess of the grid)": float(
+                np.max(naive_mom / mom_binned.steps[::5] - 1)
+            ),
+            "naive reported steps vs exact steps at its own (ε, β) (max rel. error)": float(
+                np.max(np.abs(naive_mom / naive_mom_exact - 1))
+            ),
+            "nqm binned ≤ exact steps at the naive's (ε, β)": bool(np.all(mom_binned.steps[::5] <= naive_mom_exact)),
+            "naive binned vs nqm full spectrum (max rel. difference)": float(
+                np.max(np.abs(naive_mom / mom_full.steps[::5] - 1))
+            ),
+        },
+        "steps": {
+            "B": BATCHES.tolist(),
+            "nqm full": ours.steps.tolist(),
+            "naive binned": naive.tolist(),
+            "momentum, nqm full": mom_full.steps.tolist(),
+            "momentum, nqm binned": mom_binned.steps.tolist(),
+            "momentum, naive binned (every 5th B)": naive_mom.tolist(),
+            "momentum, exact at the naive's choice": naive_mom_exact.tolist(),
+        },
         "lr": {"nqm full": ours.lr.tolist(), "naive binned": naive_lr.tolist()},
     }
     if args.json:
         print(json.dumps(out, indent=1))
         return
-    for section in ("seconds", "speed-up", "agreement"):
+    for section in ("seconds", "speed-up", "agreement", "momentum"):
         print(section)
         for k, v in out[section].items():
             print(f"  {k:72s} {v:.4g}" if not isinstance(v, bool) else f"  {k:72s} {v}")
     print(f"{'B':>9s} {'nqm steps':>11s} {'naive steps':>12s} {'nqm ε':>9s} {'naive ε':>9s}")
     for b, s1, s2, e1, e2 in zip(BATCHES, ours.steps, naive, ours.lr, naive_lr):
         print(f"{b:9.0f} {s1:11.0f} {s2:12.0f} {e1:9.4f} {e2:9.4f}")
+    print(f"{'B':>9s} {'momentum, nqm':>14s} {'nqm binned':>11s} {'naive binned':>13s} {'β':>8s}")
+    for i, b in enumerate(BATCHES):
+        naive_i = f"{naive_mom[i // 5]:13.0f}" if i % 5 == 0 else f"{'':13s}"
+        print(f"{b:9.0f} {mom_full.steps[i]:14.0f} {mom_binned.steps[i]:11.0f} {naive_i} {mom_full.momentum[i]:8.4f}")
 
 
 if __name__ == "__main__":

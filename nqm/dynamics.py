@@ -38,6 +38,7 @@ __all__ = [
     "GreedyRun",
     "optimal_piecewise_schedule",
     "PiecewiseSchedule",
+    "adaptive_batch_schedule",
 ]
 
 # Coordinates per block: bounds memory at about 2**16 × (matrix size)² × (number of powers) floats.
@@ -266,6 +267,7 @@ def coordinate_variance(p: NoisyQuadratic, lr, batch_size, step, init_var=1.0, p
 from .schedules import (  # noqa: E402
     GreedyRun,
     PiecewiseSchedule,
+    adaptive_batch_schedule,
     greedy_schedule,
     optimal_piecewise_schedule,
 )

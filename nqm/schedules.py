@@ -24,7 +24,13 @@ from .dynamics import _init_var
 from .problem import NoisyQuadratic, check_batch_size, check_precond
 from .whole_runs import _check_target, optimal_steps_to_target
 
-__all__ = ["GreedyRun", "greedy_schedule", "PiecewiseSchedule", "optimal_piecewise_schedule"]
+__all__ = [
+    "GreedyRun",
+    "greedy_schedule",
+    "adaptive_batch_schedule",
+    "PiecewiseSchedule",
+    "optimal_piecewise_schedule",
+]
 
 
 @dataclass
@@ -168,11 +174,44 @@ def optimal_piecewise_schedule(
 
 @dataclass
 class GreedyRun:
-    """The greedy schedule's step sizes (T,) and expected losses (T+1,), and the steps it took."""
+    """A greedy run: step sizes (T,), batch sizes (T,), expected losses (T+1,), the steps it took (inf if the
+    cap came first) and the examples it used (Σ B_t)."""
 
     lr: np.ndarray
     loss: np.ndarray
-    steps: int
+    steps: float
+    batch_sizes: np.ndarray
+    examples: float
+
+
+def _greedy(p, batch_rule, steps, init_var, precond, target) -> GreedyRun:
+    """Greedy steps with B_t = batch_rule(b_noise_t), where b_noise_t = tr(P²HΣ)/tr(P²H³M_t)."""
+    if steps is None and target is None:
+        raise ValueError("give steps, or target (with steps as an optional cap)")
+    if target is not None:
+        target = _check_target(target)
+    pre = check_precond(p, precond)
+    cap = int(steps) if steps is not None else 10**7
+    v = np.array(_init_var(p, init_var), dtype=np.float64)
+    ph = pre * p.h
+    grad_w = pre * p.h**2  # tr(PH²M) = Σ p h² V
+    curv_w = pre**2 * p.h**3  # tr(P²H³M) = Σ p² h³ V
+    noise = float((pre**2 * p.h) @ p.c)  # tr(P²HΣ)
+    injected = pre**2 * p.c
+    lrs, batches, losses = [], [], [0.5 * p.h @ v]
+    for _ in range(cap):
+        if target is not None and losses[-1] <= target:
+            break
+        curvature = curv_w @ v
+        b = batch_rule(noise / curvature)
+        eps = (grad_w @ v) / (curvature + noise / b)
+        v = (1 - eps * ph) ** 2 * v + eps**2 * injected / b
+        lrs.append(eps)
+        batches.append(b)
+        losses.append(0.5 * p.h @ v)
+    reached = target is None or losses[-1] <= target
+    n = len(lrs) if reached else float("inf")
+    return GreedyRun(np.array(lrs), np.array(losses), n, np.array(batches), float(np.sum(batches)) if reached else n)
 
 
 def greedy_schedule(
@@ -187,26 +226,22 @@ def greedy_schedule(
     moment update ``V ← (1 − ε_t p h)²V + ε_t²p²c/B``. Runs ``steps`` steps, or until E[L] ≤ ``target``
     (then ``steps`` caps the run; inf steps when the cap is reached first).
     """
-    if steps is None and target is None:
-        raise ValueError("give steps, or target (with steps as an optional cap)")
-    if target is not None:
-        target = _check_target(target)
     b = float(check_batch_size(batch_size))
-    pre = check_precond(p, precond)
-    cap = int(steps) if steps is not None else 10**7
-    v = np.array(_init_var(p, init_var), dtype=np.float64)
-    ph = pre * p.h
-    grad_w = pre * p.h**2  # tr(PH²M) = Σ p h² V
-    curv_w = pre**2 * p.h**3  # tr(P²H³M) = Σ p² h³ V
-    noise = float((pre**2 * p.h) @ p.c) / b  # tr(P²HΣ)/B
-    injected = pre**2 * p.c / b
-    lrs, losses = [], [0.5 * p.h @ v]
-    for _ in range(cap):
-        if target is not None and losses[-1] <= target:
-            break
-        eps = (grad_w @ v) / (curv_w @ v + noise)
-        v = (1 - eps * ph) ** 2 * v + eps**2 * injected
-        lrs.append(eps)
-        losses.append(0.5 * p.h @ v)
-    reached = target is None or losses[-1] <= target
-    return GreedyRun(np.array(lrs), np.array(losses), len(lrs) if reached else float("inf"))
+    return _greedy(p, lambda _: b, steps, init_var, precond, target)
+
+
+def adaptive_batch_schedule(
+    p: NoisyQuadratic, exchange_rate, target, init_var=1.0, precond=None, *, max_steps: int = 10**7
+) -> GreedyRun:
+    """Greedy steps with the batch size of McCandlish et al. App. D: ``B_t = √(r·B_noise(t))``.
+
+    ``B_noise(t) = tr(P²HΣ)/tr(P²H³M_t)`` is the noise scale of the current second moments (ratio of
+    expectations) and ``r`` the exchange rate of steps for examples (r = B²/B_noise at the optimum). The
+    step size is the greedy one for B_t. In App. D's continuous model this costs
+    S/S_min − 1 = γ/(E/E_min − 1) with γ = (∫√B_noise ds)²/(S_min·E_min) ≤ 1 against 1 for any constant B;
+    ``nqm validate`` measures how well that holds on the exact dynamics.
+    """
+    r = float(exchange_rate)
+    if not np.isfinite(r) or r <= 0:
+        raise ValueError(f"exchange_rate must be finite and > 0, got {exchange_rate!r}")
+    return _greedy(p, lambda b_noise: max(1.0, np.sqrt(r * b_noise)), max_steps, init_var, precond, target)

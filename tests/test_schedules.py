@@ -80,3 +80,29 @@ def test_bad_pieces_and_tiny_targets():
     # any target is reachable with a small enough step; 10¹¹ steps are made integer without a long loop
     s = optimal_piecewise_schedule(p, 1e-9, 1, 2)
     assert 1e10 < s.total_steps < np.inf and s.loss <= 1e-9
+
+
+def test_adaptive_batch_follows_the_noise_scale_and_costs_what_it_says():
+    """B_t = √(r·B_noise(t)) with B_noise(t) = tr(HΣ)/tr(H³M_t) from the exact moments; examples = Σ B_t; the
+    moments follow the SGD recursion under (ε_t, B_t); a larger exchange rate buys fewer steps with more examples."""
+    p = nqm.NoisyQuadratic.zhang2019(200)
+    r = 50.0
+    a = dynamics.adaptive_batch_schedule(p, r, 0.02)
+    v = np.ones(p.d)
+    for eps, b, loss in zip(a.lr, a.batch_sizes, a.loss[1:]):
+        assert b == pytest.approx(max(1.0, np.sqrt(r * p.trace_h_sigma / (p.h**3 @ v))), rel=1e-12)
+        v = (1 - eps * p.h) ** 2 * v + eps**2 * p.c / b
+        assert loss == pytest.approx(0.5 * p.h @ v, rel=1e-12)
+    assert a.steps == a.lr.size and a.loss[-1] <= 0.02 < a.loss[-2]
+    assert a.examples == pytest.approx(a.batch_sizes.sum())
+    assert np.all(np.diff(a.batch_sizes) > 0)  # B_noise grows as the run converges
+    more = dynamics.adaptive_batch_schedule(p, 10 * r, 0.02)
+    assert more.steps < a.steps and more.examples > a.examples
+    with pytest.raises(ValueError, match="exchange_rate"):
+        dynamics.adaptive_batch_schedule(p, 0.0, 0.02)
+
+
+def test_constant_batch_greedy_reports_examples():
+    p = nqm.NoisyQuadratic.zhang2019(50)
+    g = dynamics.greedy_schedule(p, 8, target=0.05)
+    assert g.examples == 8 * g.steps and np.all(g.batch_sizes == 8)

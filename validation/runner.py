@@ -21,6 +21,7 @@ from . import (
     v11_pareto,
     v12_least_squares,
     v13_algorithms,
+    v14_greedy_adaptive,
 )
 from .families import Budget, families
 from .one_step import run_grid
@@ -74,6 +75,8 @@ def run(out_dir: Path, quick: bool = False, seed: int = 0, log=print) -> dict:
     checks += more_checks
     tables += more_tables
     log(f"[{time.perf_counter() - start:6.1f} s] V13 (momentum, EMA, schedules) done")
+    tables += v14_greedy_adaptive.run(budget.d_pareto // 10, out_dir)
+    log(f"[{time.perf_counter() - start:6.1f} s] V14 (greedy frontier, adaptive batch size) done")
     z_crit = decide(checks, ALPHA_SUITE)
     meta = {
         "seed": seed,
