@@ -66,20 +66,37 @@ class LeastSquares:
         h3 = th @ (self.h**3 * th)
         return float((h3 + (th @ (self.h * th) + self.noise_var) * (self.h @ self.h)) / h3)
 
-    def expected_loss(self, lr, batch_size, steps: int, init_var=1.0) -> np.ndarray:
-        """Exact E[L_t], t = 0 … steps, from the closed second-moment recursion (one O(d) update per step)."""
+    def second_moments(self, lr, batch_size, steps: int, init_var=1.0) -> np.ndarray:
+        """Exact E[θ_i(t)²], t = 0 … steps, shape (steps + 1, d), by the closed recursion
+
+        .. math:: V_{t+1} = \\big[(1 - \\epsilon h)^2 + \\epsilon^2h^2/B\\big]V_t
+                  + \\frac{\\epsilon^2 h}{B}\\big(\\textstyle\\sum_j h_jV_{t,j} + \\sigma^2\\big)
+
+        (Gaussian fourth moments E[x xᵀMx xᵀ] = 2HMH + tr(HM)H keep E[θθᵀ] diagonal in H's basis)."""
         e = float(check_lr(lr))
         b = float(check_batch_size(batch_size))
         steps = _positive_int("steps", steps, 0)
         m = np.broadcast_to(np.asarray(init_var, dtype=np.float64), (self.d,)).copy()
         contraction = (1 - e * self.h) ** 2 + e * e * self.h**2 / b
         coupling = e * e * self.h / b
-        out = np.empty(steps + 1)
-        out[0] = 0.5 * self.h @ m
+        out = np.empty((steps + 1, self.d))
+        out[0] = m
         for t in range(1, steps + 1):
             m = contraction * m + coupling * (self.h @ m + self.noise_var)
-            out[t] = 0.5 * self.h @ m
+            out[t] = m
         return out
+
+    def expected_loss(self, lr, batch_size, steps: int, init_var=1.0) -> np.ndarray:
+        """Exact E[L_t], t = 0 … steps, from the closed second-moment recursion (one O(d) update per step)."""
+        return 0.5 * self.second_moments(lr, batch_size, steps, init_var) @ self.h
+
+    def expected_noise_scales(self, second_moments) -> tuple[np.ndarray, np.ndarray]:
+        """Ratio-of-expectations noise scales at second moments V (…, d) (McCandlish et al. 2018, eqs. 2.8–2.9):
+        ``E[tr HΣ(θ)]/E[GᵀHG]`` and ``E[tr Σ(θ)]/E|G|²`` with E[Σ(θ)] = HVH + (Σ h V + σ²)H."""
+        v = np.asarray(second_moments, dtype=np.float64)
+        ghg, gg = v @ self.h**3, v @ self.h**2
+        level = v @ self.h + self.noise_var
+        return (ghg + level * (self.h @ self.h)) / ghg, (gg + level * self.h.sum()) / gg
 
     def example_gradients(self, rng: np.random.Generator, theta, batch_size: int) -> np.ndarray:
         """Mean gradient of ``batch_size`` real examples at each row of θ (rows, d): x(xᵀθ − ν) averaged."""

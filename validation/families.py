@@ -8,6 +8,7 @@ along one simulated SGD run of each family, so B_noise differs from point to poi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,6 +55,20 @@ class Family:
     train_batch: int
     point_steps: dict
     points: dict | None = None
+    # state-dependent noise (least squares): the NQM whose theory holds at θ, and the real one-step simulation
+    problem_at: Callable | None = None
+    one_step: Callable | None = None
+
+    def theory_problem(self, theta) -> nqm.NoisyQuadratic:
+        """The problem whose closed forms (``nqm.theory``) hold at θ: the family's, or Σ(θ)'s for least squares."""
+        return self.problem if self.problem_at is None else self.problem_at(theta)
+
+    def one_step_improvement(self, theta, eps, batch, replicas: int, seed) -> nqm.OneStepResult:
+        if self.one_step is not None:
+            return self.one_step(theta, eps, batch, replicas, seed)
+        return nqm.one_step_improvement(
+            self.problem, theta, eps, batch, replicas, seed=seed, per_example=self.per_example
+        )
 
     def make_points(self, seed: int) -> Family:
         """θ at each named step of one SGD run (a common prefix: later runs extend earlier ones)."""

@@ -43,21 +43,16 @@ class OneStepGrid:
     @property
     def moments(self):
         """(GᵀG, GᵀHG, tr(HΣ)) at θ."""
-        return theory.step_moments(self.family.problem, self.theta)
+        return theory.step_moments(self.family.theory_problem(self.theta), self.theta)
 
 
 def run_grid(family: Family, point: str, replicas: int, seed: int) -> OneStepGrid:
-    p, theta = family.problem, family.points[point]
+    theta = family.points[point]
+    p = family.theory_problem(theta)
     batch = batch_grid(float(theory.noise_scale(p, theta)))
     eps = theory.optimal_step(p, theta, batch)[:, None] * EPS_FACTORS[None, :]
-    result = nqm.one_step_improvement(
-        p,
-        theta,
-        eps,
-        batch[:, None],
-        replicas,
-        seed=stream(seed, "one-step", family.key, point),
-        per_example=family.per_example,
+    result = family.one_step_improvement(
+        theta, eps, batch[:, None], replicas, seed=stream(seed, "one-step", family.key, point)
     )
     return OneStepGrid(family, point, theta, batch, eps, result)
 

@@ -65,7 +65,11 @@ def run(out_dir: Path, quick: bool = False, seed: int = 0, log=print) -> dict:
     checks += more_checks
     tables += more_tables
     log(f"[{time.perf_counter() - start:6.1f} s] V11 (whole runs, Pareto frontier) done")
-    checks += v12_least_squares.run(budget.one_step_replicas * 2, seed, out_dir)
+    more_checks, more_tables = v12_least_squares.run(
+        budget.one_step_replicas * 2, budget.one_step_replicas_examples, seed, out_dir
+    )
+    checks += more_checks
+    tables += more_tables
     log(f"[{time.perf_counter() - start:6.1f} s] V12 (state-dependent noise) done")
     # Zhang et al.'s claims are about their d = 10⁴ problem; the quick run takes every third batch size
     batches = v13_algorithms.BATCHES[::3] if quick else v13_algorithms.BATCHES

@@ -105,6 +105,13 @@ def ratio_to_mean(numerator: float, samples) -> tuple[float, float]:
     return float(numerator / m), float(numerator * samples.std(ddof=1) / np.sqrt(samples.size) / m**2)
 
 
+def ratio_of_means(numerator, denominator) -> tuple[float, float]:
+    """``mean(a)/mean(b)`` over paired samples and its delta-method SE, ``sd(a − R·b)/(√n·mean(b))``."""
+    a, b = (np.asarray(x, dtype=np.float64) for x in (numerator, denominator))
+    r = a.mean() / b.mean()
+    return float(r), float((a - r * b).std(ddof=1) / np.sqrt(a.size) / abs(b.mean()))
+
+
 def parabola_vertex(eps, mean, se):
     """Weighted least-squares fit ``ΔL = b₁ε + b₂ε²`` (ΔL(0) = 0 exactly) and its maximum.
 

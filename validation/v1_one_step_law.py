@@ -62,7 +62,7 @@ def _figure(grids: list[OneStepGrid], out_dir) -> str:
     fig, axes = plots.new_axes(len(grids))
     x = np.linspace(0, 2.6, 200)
     for ax, g in zip(axes, grids):
-        scale = theory.optimal_improvement(g.family.problem, g.theta, g.batch)  # every B onto one curve
+        scale = theory.optimal_improvement(g.family.theory_problem(g.theta), g.theta, g.batch)  # every B onto one curve
         pts = [
             (f"B={b:g}", EPS_FACTORS, g.result.mean[i] / scale[i], g.result.sem[i] / scale[i])
             for i, b in enumerate(g.batch)

@@ -31,14 +31,15 @@ def _law(g: OneStepGrid, noise_factor=1.0, per_batch=True):
 def checks(grids: list[OneStepGrid], out_dir) -> list[Check]:
     family = grids[0].family
     p = family.problem
+    at = [family.theory_problem(g.theta) for g in grids]  # Σ depends on θ for least squares
     est = [_vertices(g) for g in grids]
     measured = np.concatenate([e[0] for e in est])
     se = np.concatenate([e[1] for e in est])
     fits = [
-        fit_saturation(g.batch, e[0], e[1], float(theory.max_step(p, g.theta)), float(theory.noise_scale(p, g.theta)))
-        for g, e in zip(grids, est)
+        fit_saturation(g.batch, e[0], e[1], float(theory.max_step(q, g.theta)), float(theory.noise_scale(q, g.theta)))
+        for g, e, q in zip(grids, est, at)
     ]
-    b_noise = np.array([float(theory.noise_scale(p, g.theta)) for g in grids])
+    b_noise = np.array([float(theory.noise_scale(q, g.theta)) for g, q in zip(grids, at)])
     step = Check(
         name=f"V2 optimal step [{family.key}]",
         claim=CLAIM,
@@ -77,9 +78,9 @@ def checks(grids: list[OneStepGrid], out_dir) -> list[Check]:
 
 
 def _figure(grids, est, out_dir) -> str:
-    p = grids[0].family.problem
     panels = []
     for g, (e, s) in zip(grids, est):
+        p = g.family.theory_problem(g.theta)
         eps_max, b_noise = float(theory.max_step(p, g.theta)), float(theory.noise_scale(p, g.theta))
         panels.append((f"{g.family.key}, {g.point}", g.batch / b_noise, e / eps_max, s / eps_max))
     return saturation_figure(panels, "ε_opt / ε_max", "fitted vertex", f"v2_{grids[0].family.key}.png", out_dir)

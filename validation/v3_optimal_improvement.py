@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-import nqm
 from nqm import theory
 
 from .families import Family, batch_grid
@@ -26,28 +25,34 @@ def _law(p, theta, batch, eps, noise_factor=1.0, per_batch=True):
 
 
 def checks(family: Family, replicas: int, seed: int, out_dir) -> list[Check]:
-    p = family.problem
     rows = []
     for point, theta in family.points.items():
+        p = family.theory_problem(theta)
         b_noise = float(theory.noise_scale(p, theta))
         batch = batch_grid(b_noise, FACTORS)
         eps = theory.optimal_step(p, theta, batch)
-        r = nqm.one_step_improvement(
-            p, theta, eps, batch, replicas, seed=stream(seed, "v3", family.key, point), per_example=family.per_example
-        )
+        r = family.one_step_improvement(theta, eps, batch, replicas, seed=stream(seed, "v3", family.key, point))
         dl_max = float(theory.max_improvement(p, theta))
         fitted = fit_saturation(batch, r.mean, r.sem, dl_max, b_noise)
         rows.append(
             dict(
-                point=point, theta=theta, batch=batch, eps=eps, result=r, b_noise=b_noise, dl_max=dl_max, fitted=fitted
+                point=point,
+                theta=theta,
+                problem=p,
+                batch=batch,
+                eps=eps,
+                result=r,
+                b_noise=b_noise,
+                dl_max=dl_max,
+                fitted=fitted,
             )
         )
     cat = np.concatenate
     law = Check(
         name=f"V3 ΔL_opt(B) [{family.key}]",
         claim=CLAIM,
-        family=p.name,
-        predicted=cat([theory.optimal_improvement(p, r["theta"], r["batch"]) for r in rows]),
+        family=family.problem.name,
+        predicted=cat([theory.optimal_improvement(r["problem"], r["theta"], r["batch"]) for r in rows]),
         measured=cat([r["result"].mean for r in rows]),
         se=cat([r["result"].sem for r in rows]),
         figure=_figure(family, rows, out_dir),
@@ -56,7 +61,7 @@ def checks(family: Family, replicas: int, seed: int, out_dir) -> list[Check]:
     fit = Check(
         name=f"V3 B_noise fitted from ΔL_opt(B) [{family.key}]",
         claim="B_noise fitted from ΔL_opt(B) = tr(HΣ)/(GᵀHG)",
-        family=p.name,
+        family=family.problem.name,
         predicted=[r["b_noise"] for r in rows],
         measured=[r["fitted"][1] for r in rows],
         se=[r["fitted"][3] for r in rows],
@@ -68,12 +73,12 @@ def checks(family: Family, replicas: int, seed: int, out_dir) -> list[Check]:
         law.control(
             f"V3 control: 1/B missing [{family.key}]",
             "planted: noise term tr(HΣ) without 1/B",
-            cat([_law(p, r["theta"], r["batch"], r["eps"], per_batch=False) for r in rows]),
+            cat([_law(r["problem"], r["theta"], r["batch"], r["eps"], per_batch=False) for r in rows]),
         ),
         law.control(
             f"V3 control: noise 2× [{family.key}]",
             "planted: noise term 2tr(HΣ)/B",
-            cat([_law(p, r["theta"], r["batch"], r["eps"], noise_factor=2.0) for r in rows]),
+            cat([_law(r["problem"], r["theta"], r["batch"], r["eps"], noise_factor=2.0) for r in rows]),
         ),
         fit,
         fit.control(
