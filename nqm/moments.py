@@ -176,7 +176,8 @@ class EmaMoments:
             ratio = np.where(self.log_r == 0, t, np.expm1(t * self.log_r) * self.inv_expm1)
             d_pos = np.exp((t - 1) * self.log_m) * ratio
             parity = np.where(np.mod(t, 2) == 1, -1.0, 1.0)
-            d_neg = (np.where(u < 0, parity, 1.0) * np.exp(t * self.log_abs_u) - coef_y) / (u - gamma)
+            abs_u_t = np.where(t == 0, 1.0, np.exp(t * self.log_abs_u))  # 0⁰ = 1 at λ = 1 (u = 0)
+            d_neg = (np.where(u < 0, parity, 1.0) * abs_u_t - coef_y) / (u - gamma)
             coef_x = (1 - gamma) * u * np.where(self.pos, d_pos, d_neg)
             dx, dc, dy = self.dev
             return self.y_inf + coef_x * coef_x * dx + 2 * coef_x * coef_y * dc + coef_y * coef_y * dy

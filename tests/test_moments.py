@@ -70,6 +70,12 @@ def test_ema_closed_form_matches_recursion(gamma, lam, q, v0):
     np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-12 * (q / (lam * (2 - lam)) + v0) + 1e-300)
 
 
+def test_ema_at_unit_step():
+    """λ = 1 (u = 0) solves the coordinate in one step; u^t must be 1 at t = 0 (not 0·∞)."""
+    ref = ema_loop(1.0, 0.5, 1.0, 0.9, STEPS[-1])[STEPS]
+    np.testing.assert_allclose(ema_variance(1.0, 0.5, 1.0, 0.9, STEPS.astype(float)), ref, rtol=1e-12)
+
+
 def test_ema_at_u_equal_gamma():
     """u = γ is the removable singularity of (u^t − γ^t)/(u − γ); the closed form is smooth through it."""
     gamma = 0.9
