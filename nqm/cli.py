@@ -1,4 +1,4 @@
-"""The ``nqm`` command line: ``nqm validate [--quick] [--out DIR] [--seed N]``."""
+"""The ``nqm`` command line: ``nqm validate [--quick] [--out DIR] [--seed N] [--only V4,V5]``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ def main(argv=None) -> int:
     build_parser(sub.add_parser("validate", help="hold every claim against simulation; write a report"))
     args = parser.parse_args(argv)
     if args.command == "validate":
-        summary = run(args.out, quick=args.quick, seed=args.seed, log=lambda m: print(m, file=sys.stderr))
+        summary = run(
+            args.out, quick=args.quick, seed=args.seed, log=lambda m: print(m, file=sys.stderr), only=args.only
+        )
         return 0 if summary["ok"] else 1
     return 2
 

@@ -21,9 +21,6 @@ matrix products.
 from __future__ import annotations
 
 import os
-import sys
-import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -31,6 +28,7 @@ import numpy as np
 
 from .noise import check_distribution, minibatch_noise, nested_minibatch_noise
 from .problem import NoisyQuadratic, check_batch_size, check_lr, check_precond, check_unit_interval
+from .progress import Progress
 
 __all__ = [
     "simulate",
@@ -105,36 +103,6 @@ def _threads(threads, n_tiles: int) -> int:
 
 def _rng(seed, *key) -> np.random.Generator:
     return np.random.Generator(np.random.SFC64(np.random.SeedSequence(seed, spawn_key=key)))
-
-
-class _Progress:
-    """Thread-safe progress on stderr: fraction done, elapsed and remaining time."""
-
-    def __init__(self, total: float, label: str, enabled: bool):
-        self.total, self.label, self.enabled = total, label, enabled
-        self.done, self.start, self.last = 0.0, time.perf_counter(), 0.0
-        self.lock = threading.Lock()
-        self.tty = sys.stderr.isatty()
-
-    def update(self, amount: float) -> None:
-        if not self.enabled:
-            return
-        with self.lock:
-            self.done += amount
-            now = time.perf_counter()
-            if now - self.last < (0.5 if self.tty else 10.0) and self.done < self.total:
-                return
-            self.last = now
-            elapsed = now - self.start
-            frac = self.done / self.total
-            left = elapsed * (1 - frac) / frac if frac > 0 else float("nan")
-            end = "\r" if self.tty and frac < 1 else "\n"
-            print(
-                f"{self.label}: {100 * frac:5.1f}%  {elapsed:7.1f} s elapsed, ~{left:6.1f} s left",
-                end=end,
-                file=sys.stderr,
-                flush=True,
-            )
 
 
 def _run_tiles(tasks, threads: int):
@@ -358,7 +326,7 @@ def simulate(
     rows = max(1, (_TILE_ELEMENTS if fast else _GENERAL_TILE_ELEMENTS) // cols)
     tiles = [(r0, c0) for r0 in range(0, replicas, rows) for c0 in range(0, p.d, cols)]
     work = float(replicas) * p.d * steps * (1 + (per_example is not None) * batch_size)
-    bar = _Progress(work, "nqm.simulate", work > 2e9 if progress is None else bool(progress))
+    bar = Progress(work, "nqm.simulate", work > 2e9 if progress is None else bool(progress))
 
     if fast:
         coef = _diagonal_coefficients(p, lr, batch_size, pre, beta, gamma, dtype)

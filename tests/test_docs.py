@@ -10,7 +10,8 @@ ROOT = Path(__file__).resolve().parent.parent
 FLAGS = doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS
 
 
-def test_readme_tour():
+def test_readme_tour(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the sweep example writes its file to the working directory
     result = doctest.testfile(str(ROOT / "README.md"), module_relative=False, optionflags=FLAGS)
     assert result.attempted > 5 and result.failed == 0
 
@@ -27,6 +28,8 @@ def test_readme_tour():
         "nqm.whole_runs",
         "nqm.schedules",
         "nqm.moments",
+        "nqm.sweep",
+        "nqm.progress",
     ],
 )
 def test_docstring_examples(module):

@@ -73,6 +73,7 @@ def write(checks: list[Check], out_dir, meta: dict, tables: list[Table] = ()) ->
         "checks_passed": sum(c.kind == "check" and c.passed for c in checks),
         "controls": sum(c.kind == "negative_control" for c in checks),
         "controls_rejected": sum(c.kind == "negative_control" and c.passed for c in checks),
+        "failed": [c.name for c in checks if not c.passed],  # failed checks and unrejected controls
     }
     summary["ok"] = (
         summary["checks"] == summary["checks_passed"] and summary["controls"] == summary["controls_rejected"]

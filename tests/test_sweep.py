@@ -1,0 +1,252 @@
+"""nqm.sweep: same results on every executor, resumable after a kill, clear errors for bad sweeps."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import pytest
+
+from nqm import sweep
+from nqm.progress import Progress
+
+SIM_FIXED = {"d": 64, "lr": 0.5, "steps": 30, "replicas": 8, "record": [0, 10, 30]}
+SIM_GRID = sweep.grid(batch_size=[2, 32], momentum=[0.0, 0.5], repeat=[0, 1])
+
+
+def results(r: sweep.SweepResult) -> list:
+    return [(rec["params"], rec["seed"], rec["result"]) for rec in r.records]
+
+
+@pytest.fixture(scope="module")
+def inline_simulations():
+    return sweep.run("simulate", SIM_GRID, fixed=SIM_FIXED, progress=False)
+
+
+def test_grid_is_the_cartesian_product_last_axis_fastest():
+    assert sweep.grid(a=[1, 2], b=["x", "y"]) == [
+        {"a": 1, "b": "x"},
+        {"a": 1, "b": "y"},
+        {"a": 2, "b": "x"},
+        {"a": 2, "b": "y"},
+    ]
+    assert sweep.grid(b=np.array([1.5]), c=range(2)) == [{"b": 1.5, "c": 0}, {"b": 1.5, "c": 1}]
+
+
+@pytest.mark.parametrize(
+    "axes, message",
+    [
+        ({}, "at least one axis"),
+        ({"a": []}, "is empty"),
+        ({"a": "abc"}, "must be a list"),
+        ({"a": 3}, "must be a list"),
+        ({"a": [object()]}, "not a number"),
+        ({"a": [math.inf]}, "non-finite"),
+    ],
+)
+def test_bad_grids_are_refused(axes, message):
+    with pytest.raises(ValueError, match=message):
+        sweep.grid(**axes)
+
+
+@pytest.mark.parametrize(
+    "params, kwargs, message",
+    [
+        ([], {}, "no parameter sets"),
+        ([{"x": 1}, {"x": 1}], {}, "repeats an earlier one"),
+        ([{"x": 1}, {"y": 1}], {}, "has keys"),
+        ([{"seed": 1}], {}, "reserved"),
+        ([{"x": 1}], {"fixed": {"x": 2}}, "also given in fixed"),
+        ("x", {}, "list of parameter sets"),
+        ([3], {}, "not a dict"),
+        ([{"x": 1}], {"seed": -1}, "non-negative integer"),
+        ([{"x": 1}], {"chunksize": 0}, "chunksize"),
+    ],
+)
+def test_bad_sweeps_are_refused(params, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        sweep.run(lambda x, seed: x, params, progress=False, **kwargs)
+
+
+def test_unknown_tasks_and_parameters_are_refused():
+    with pytest.raises(ValueError, match="unknown task"):
+        sweep.run("simulat", [{"lr": 1.0}], progress=False)
+
+    def f(x, seed):
+        return x
+
+    with pytest.raises(ValueError, match="cannot take the parameters"):
+        sweep.run(f, [{"y": 1}], progress=False)
+    with ProcessPoolExecutor(1) as ex, pytest.raises(ValueError, match="must pickle"):
+        sweep.run(lambda x: x, [{"x": 1}], executor=ex, progress=False)
+
+
+def test_seeds_derive_from_parameters_not_from_order_or_chunking(inline_simulations):
+    reversed_run = sweep.run("simulate", SIM_GRID[::-1], fixed=SIM_FIXED, chunksize=3, progress=False)
+    assert sorted(results(reversed_run), key=str) == sorted(results(inline_simulations), key=str)
+    seeds = [rec["seed"] for rec in inline_simulations.records]
+    assert len(set(seeds)) == len(seeds)
+    assert seeds[0] == sweep.task_seed(0, SIM_GRID[0])
+    other = sweep.run("simulate", SIM_GRID[:2], fixed=SIM_FIXED, seed=1, progress=False)
+    assert other.records[0]["result"]["mean"] != inline_simulations.records[0]["result"]["mean"]
+
+
+def test_process_pool_gives_identical_results(inline_simulations):
+    with ProcessPoolExecutor(2) as ex:
+        pooled = sweep.run("simulate", SIM_GRID, fixed=SIM_FIXED, executor=ex, chunksize=2, progress=False)
+    assert results(pooled) == results(inline_simulations)
+
+
+def test_dask_local_cluster_gives_identical_results(inline_simulations):
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        on_dask = sweep.run("simulate", SIM_GRID, fixed=SIM_FIXED, executor=client.get_executor(), progress=False)
+    assert results(on_dask) == results(inline_simulations)
+
+
+def test_results_match_direct_calls(inline_simulations):
+    import nqm
+
+    rec = inline_simulations.records[3]
+    direct = nqm.simulate(
+        nqm.NoisyQuadratic.zhang2019(64),
+        **{k: v for k, v in SIM_FIXED.items() if k != "d"},
+        batch_size=rec["params"]["batch_size"],
+        momentum=rec["params"]["momentum"],
+        seed=rec["seed"],
+    )
+    assert rec["result"]["mean"] == direct.mean.tolist()
+    assert rec["result"]["at"] == [0, 10, 30]
+
+
+def test_table_columns_and_non_finite_values_round_trip(tmp_path):
+    path = tmp_path / "s.jsonl"
+    params = sweep.grid(batch_size=[16, 256], lr=[0.5, 1.0])
+    r = sweep.run("steps_to_target", params, fixed={"d": 100, "target": 0.05}, path=path, progress=False)
+    t = r.table()
+    assert t.dtype.names == ("batch_size", "lr", "seed", "steps", "seconds")
+    assert t["batch_size"].dtype == np.int64 and t["steps"].dtype == np.float64
+    assert np.isinf(t["steps"][1])  # ε = 1 at B = 16: the stationary loss lies above the target
+    for line in path.read_text().splitlines():  # strict JSON: no Infinity/NaN tokens
+        json.loads(line, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    assert results(sweep.load(path)) == results(r)
+
+
+def test_result_named_like_a_parameter_gets_a_prefix():
+    r = sweep.run(lambda steps, seed: {"steps": steps + 1}, [{"steps": 1}], progress=False)
+    assert r.rows()[0]["steps"] == 1 and r.rows()[0]["result_steps"] == 2
+
+
+def test_a_failing_task_names_its_parameters_and_keeps_earlier_records(tmp_path):
+    def f(x, seed):
+        if x == 2:
+            raise RuntimeError("boom")
+        return x
+
+    path = tmp_path / "s.jsonl"
+    with pytest.raises(sweep.SweepTaskError, match=r"\{'x': 2\}: RuntimeError: boom"):
+        sweep.run(f, sweep.grid(x=[0, 1, 2, 3]), path=path, progress=False)
+    assert [rec["params"]["x"] for rec in sweep.load(path).records] == [0, 1]
+
+
+def test_a_file_from_another_sweep_is_refused(tmp_path):
+    path = tmp_path / "s.jsonl"
+    sweep.run("steps_to_target", [{"lr": 0.5}], fixed={"d": 50, "batch_size": 8, "target": 0.1}, path=path)
+    with pytest.raises(ValueError, match="different sweep"):
+        sweep.run("steps_to_target", [{"lr": 0.5}], fixed={"d": 50, "batch_size": 8, "target": 0.2}, path=path)
+    with pytest.raises(ValueError, match="different sweep"):
+        sweep.run("steps_to_target", [{"lr": 0.5}], fixed={"d": 50, "batch_size": 8, "target": 0.1}, path=path, seed=3)
+
+
+KILLABLE = """
+import os, sys, time
+import numpy as np
+from nqm import sweep
+
+def work(x, seed):
+    with open(os.environ["CALLS"], "a") as f:
+        f.write(f"{x}\\n")
+    time.sleep(0.15)
+    return {"y": float(np.random.default_rng(seed).standard_normal())}
+
+if __name__ == "__main__":
+    sweep.run(work, sweep.grid(x=list(range(12))), path=sys.argv[1], progress=False)
+"""
+
+
+def _run_script(script, path, calls, kill_after=None):
+    env = {**os.environ, "CALLS": str(calls)}
+    proc = subprocess.Popen([sys.executable, str(script), str(path)], env=env)
+    if kill_after is None:
+        assert proc.wait(timeout=120) == 0
+        return
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if path.exists() and len(path.read_text().splitlines()) >= 1 + kill_after:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def _lines(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()[1:]]
+
+
+def test_a_killed_sweep_resumes_losing_nothing_and_repeating_nothing(tmp_path):
+    script = tmp_path / "killable.py"
+    script.write_text(textwrap.dedent(KILLABLE))
+    whole, cut = tmp_path / "whole.jsonl", tmp_path / "cut.jsonl"
+    _run_script(script, whole, tmp_path / "whole.calls")
+    _run_script(script, cut, tmp_path / "first.calls", kill_after=4)
+    landed = {rec["params"]["x"] for rec in _lines(cut)}
+    assert 4 <= len(landed) < 12, "the kill came too late to test anything"
+    with open(cut, "a") as f:  # a torn write: the kill came in the middle of a line
+        f.write('{"params":{"x":11},"seed":1')
+    _run_script(script, cut, tmp_path / "second.calls")
+    second = [int(x) for x in (tmp_path / "second.calls").read_text().split()]
+    assert sorted(second) == sorted(set(range(12)) - landed)  # repeats nothing that landed
+    records = _lines(cut)
+    assert sorted(rec["params"]["x"] for rec in records) == list(range(12))  # loses nothing, no duplicates
+    by_x = {rec["params"]["x"]: (rec["seed"], rec["result"]) for rec in records}
+    assert by_x == {rec["params"]["x"]: (rec["seed"], rec["result"]) for rec in _lines(whole)}
+
+
+def test_validation_checks_run_as_a_sweep_task():
+    r = sweep.run("validate", sweep.grid(repeat=[0]), fixed={"only": ["V5"]}, progress=False)
+    row = r.rows()[0]
+    assert row["ok"] and row["checks"] == row["checks_passed"] > 0 and row["failed"] == []
+    with pytest.raises(sweep.SweepTaskError, match="unknown check"):
+        sweep.run("validate", [{"only": "V99"}], progress=False)
+
+
+def test_optimal_steps_task_matches_the_solver():
+    from nqm import NoisyQuadratic, dynamics
+
+    r = sweep.run("optimal_steps_to_target", [{"batch_sizes": [4, 64]}], fixed={"d": 200, "target": 0.05})
+    direct = dynamics.optimal_steps_to_target(NoisyQuadratic.zhang2019(200), 0.05, [4, 64])
+    assert r.records[0]["result"]["steps"] == direct.steps.tolist()
+    assert r.records[0]["result"]["lr"] == direct.lr.tolist()
+
+
+def test_progress_reports_counts_rate_and_time_left():
+    stream = io.StringIO()
+    bar = Progress(10, "nqm.sweep", unit="tasks", stream=stream, initial=4)
+    bar.update(6)
+    line = stream.getvalue()
+    assert line.startswith("nqm.sweep: 10/10 tasks (100%)") and "/s" in line and "left" in line
+    quiet = io.StringIO()
+    Progress(10, "x", unit="tasks", stream=quiet, delay=60).update(10)
+    assert quiet.getvalue() == ""
