@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .backend import resolve as resolve_backend
+from .counter_sim import simulate_counter
 from .noise import check_distribution, minibatch_noise, nested_minibatch_noise
 from .problem import NoisyQuadratic, check_batch_size, check_lr, check_precond, check_unit_interval
 from .progress import Progress
@@ -42,7 +44,6 @@ __all__ = [
 
 _TILE_ELEMENTS = 1 << 14  # 128 KiB of float64 per array: a tile's working set stays in L2.
 _GENERAL_TILE_ELEMENTS = 1 << 16
-_BACKENDS = ("numpy", "auto")
 
 
 @dataclass
@@ -269,6 +270,7 @@ def simulate(
     progress: bool | None = None,
     keep_losses: bool = False,
     keep_state: bool = False,
+    rng: str | None = None,
 ) -> SimulationResult:
     """Simulate SGD (optionally preconditioned, with momentum and/or EMA) on ``replicas`` replicas.
 
@@ -278,7 +280,8 @@ def simulate(
         seed: anything ``numpy.random.SeedSequence`` accepts; the result is a function of it.
         init_var: E[θ_0²] per coordinate in H's basis (scalar or (d,)); θ_0 ~ N(0, diag(init_var)).
         precond: (d,) diagonal of P in H's basis. momentum: β in [0, 1). ema: γ in [0, 1).
-        backend: "numpy" (or "auto", which is NumPy until a GPU backend exists).
+        backend: "numpy", "cupy" (an NVIDIA GPU) or "auto" (CuPy if it can run here, else NumPy with a
+            notice); the environment variable ``NQM_BACKEND`` overrides it (:mod:`nqm.backend`).
         record: steps at which the loss is recorded (default: 40 log-spaced, with 0 and T).
         dtype: float64 or float32 state; losses are accumulated in float64.
         per_example: None (batch-scaled Gaussian noise) or a distribution name of
@@ -287,6 +290,9 @@ def simulate(
         threads: worker threads (default: all usable cores); does not change the result.
         progress: progress on stderr; default on for runs over about 10 s.
         keep_losses: also return the (R, K) per-replica losses. keep_state: return the final θ.
+        rng: "sfc64" (NumPy's default: ``SFC64`` streams per tile) or "philox" (counter-based noise keyed by
+            (seed, replica, coordinate, step), :mod:`nqm.counter_sim`). CuPy always uses "philox", and the
+            same seed gives the same noise on both backends.
 
     Example:
         >>> import nqm
@@ -295,8 +301,12 @@ def simulate(
         >>> r.steps[[0, -1]].tolist(), r.n
         ([0, 50], 64)
     """
-    if backend not in _BACKENDS:
-        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+    xp = resolve_backend(backend)
+    if rng not in (None, "sfc64", "philox"):
+        raise ValueError(f"rng must be 'sfc64' or 'philox', got {rng!r}")
+    if xp is not np and rng == "sfc64":
+        raise ValueError("the cupy backend draws counter-based noise: rng must be 'philox' (or None)")
+    counter = xp is not np or rng == "philox"
     lr = float(check_lr(lr))
     batch_size = float(check_batch_size(batch_size, integer=per_example is not None))
     if int(steps) != steps or steps < 0:
@@ -320,6 +330,30 @@ def simulate(
         th0 = np.asarray(theta0, dtype=np.float64)
         if th0.shape != (p.d,):
             raise ValueError(f"theta0 must have shape ({p.d},)")
+
+    if counter:
+        if per_example is not None:
+            raise ValueError("per_example noise runs on the NumPy SFC64 path only (backend='numpy', rng='sfc64')")
+        work = float(replicas) * p.d * steps
+        losses, state = simulate_counter(
+            p,
+            lr,
+            batch_size,
+            steps,
+            replicas,
+            seed,
+            var0,
+            pre,
+            beta,
+            gamma,
+            rec,
+            dtype,
+            xp,
+            theta0=th0,
+            keep_state=keep_state,
+            progress=Progress(work, "nqm.simulate", work > 2e10 if progress is None else bool(progress)),
+        )
+        return _result(rec, losses, keep_losses, state)
 
     fast = p.is_diagonal and per_example is None
     cols = min(p.d, _TILE_ELEMENTS) if fast else p.d
@@ -353,11 +387,15 @@ def simulate(
         losses[r0 : r0 + tile_losses.shape[0]] += tile_losses
         if keep_state:
             state[r0 : r0 + tile_state.shape[0], c0 : c0 + tile_state.shape[1]] = tile_state
+    return _result(rec, losses, keep_losses, state)
+
+
+def _result(record, losses, keep_losses: bool, state) -> SimulationResult:
     return SimulationResult(
-        steps=rec,
+        steps=record,
         mean=losses.mean(axis=0),
-        sem=losses.std(axis=0, ddof=1) / np.sqrt(replicas),
-        n=replicas,
+        sem=losses.std(axis=0, ddof=1) / np.sqrt(losses.shape[0]),
+        n=losses.shape[0],
         losses=losses if keep_losses else None,
         state=state,
     )

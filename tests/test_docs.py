@@ -30,6 +30,9 @@ def test_readme_tour(tmp_path, monkeypatch):
         "nqm.moments",
         "nqm.sweep",
         "nqm.progress",
+        "nqm.philox",
+        "nqm.backend",
+        "nqm.skip_ahead",
     ],
 )
 def test_docstring_examples(module):

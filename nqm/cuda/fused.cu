@@ -1,0 +1,194 @@
+// nqm's CUDA kernels: Philox4x32-10 and the fused multi-step simulation of diagonal noisy quadratics.
+//
+// Compiled at run time by CuPy (cupy.RawModule, NVRTC) and, in the tests, by nvcc for sm_90 to check that it
+// builds without register spills. Its semantics are mirrored line by line in NumPy by nqm/counter_sim.py; the
+// random words agree bit for bit with nqm/philox.py (counter layout: block, coordinate, replica, stream).
+//
+// One thread owns one (replica, coordinate) and keeps θ (and θ_{t-1} for momentum, θ̃ for the EMA) in
+// registers for a whole chunk of steps; it draws its own noise (one Philox call per 4 steps, Box–Muller) and
+// adds ½hθ² of its coordinate into the replica's loss at each checkpoint through a block reduction in double.
+// Steps are uniform across a block, so the reductions' __syncthreads are reached by every thread.
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define NQM_M0 0xD2511F53u
+#define NQM_M1 0xCD9E8D57u
+#define NQM_W0 0x9E3779B9u
+#define NQM_W1 0xBB67AE85u
+
+__device__ __forceinline__ void nqm_philox(u32 c0, u32 c1, u32 c2, u32 c3, u32 k0, u32 k1, u32 &o0, u32 &o1,
+                                           u32 &o2, u32 &o3) {
+#pragma unroll
+    for (int r = 0; r < 10; ++r) {
+        if (r) {
+            k0 += NQM_W0;
+            k1 += NQM_W1;
+        }
+        const u32 hi0 = __umulhi(NQM_M0, c0), lo0 = NQM_M0 * c0;
+        const u32 hi1 = __umulhi(NQM_M1, c2), lo1 = NQM_M1 * c2;
+        c0 = hi1 ^ c1 ^ k0;
+        c1 = lo1;
+        c2 = hi0 ^ c3 ^ k1;
+        c3 = lo0;
+    }
+    o0 = c0;
+    o1 = c1;
+    o2 = c2;
+    o3 = c3;
+}
+
+// Exact uniforms in (0, 1) and Box–Muller pairs, per precision (see nqm/philox.py).
+template <typename T> struct Real;
+
+template <> struct Real<float> {
+    static __device__ __forceinline__ float uniform(u32 w) { return ((float)(w >> 9) + 0.5f) * 1.1920928955078125e-07f; }
+    static __device__ __forceinline__ void pair(u32 a, u32 b, float &z0, float &z1) {
+        const float r = sqrtf(-2.0f * logf(uniform(a)));
+        float s, c;
+        sincospif(2.0f * uniform(b), &s, &c);
+        z0 = r * c;
+        z1 = r * s;
+    }
+};
+
+template <> struct Real<double> {
+    static __device__ __forceinline__ double uniform(u32 w) { return ((double)w + 0.5) * 2.3283064365386963e-10; }
+    static __device__ __forceinline__ void pair(u32 a, u32 b, double &z0, double &z1) {
+        const double r = sqrt(-2.0 * log(uniform(a)));
+        double s, c;
+        sincospi(2.0 * uniform(b), &s, &c);
+        z0 = r * c;
+        z1 = r * s;
+    }
+};
+
+template <typename T>
+__device__ __forceinline__ void nqm_normals(u64 block, u32 coord, u32 replica, u32 stream, u32 k0, u32 k1, T &z0,
+                                            T &z1, T &z2, T &z3) {
+    u32 w0, w1, w2, w3;
+    nqm_philox((u32)block, coord, replica, stream | ((u32)(block >> 32) << 8), k0, k1, w0, w1, w2, w3);
+    Real<T>::pair(w0, w1, z0, z1);
+    Real<T>::pair(w2, w3, z2, z3);
+}
+
+// Sum of v over the block, added to *out by one thread (v in double: the loss is accumulated in float64).
+__device__ __forceinline__ void nqm_block_add(double v, double *out) {
+    __shared__ double partial[32];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < (int)((blockDim.x + 31) >> 5) ? partial[lane] : 0.0;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+        if (lane == 0) atomicAdd(out, v);
+    }
+    __syncthreads();  // partial[] is reused by the next checkpoint
+}
+
+// Words of explicit counters (n of them): for the known-answer tests and the GPU check.
+extern "C" __global__ void nqm_philox_words(const u32 *counter, const u32 *key, u32 *out, long long n) {
+    for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < n; j += (long long)gridDim.x * blockDim.x) {
+        nqm_philox(counter[4 * j], counter[4 * j + 1], counter[4 * j + 2], counter[4 * j + 3], key[2 * j],
+                   key[2 * j + 1], out[4 * j], out[4 * j + 1], out[4 * j + 2], out[4 * j + 3]);
+    }
+}
+
+// θ₀ ~ N(0, init_var): entry 0 of block 0 of stream 0, for rows [row0, row0 + rows) of the replicas.
+template <typename T>
+__device__ void nqm_init(T *theta, const double *init_sd, int d, int rows, long long row0, u32 k0, u32 k1) {
+    const long long n = (long long)rows * d;
+    for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < n; j += (long long)gridDim.x * blockDim.x) {
+        const int i = (int)(j % d);
+        const long long r = j / d;
+        T z0, z1, z2, z3;
+        nqm_normals<T>(0ull, (u32)i, (u32)(row0 + r), 0u, k0, k1, z0, z1, z2, z3);
+        theta[j] = (T)((double)z0 * init_sd[i]);
+    }
+}
+
+extern "C" __global__ void nqm_init_f32(float *theta, const double *init_sd, int d, int rows, long long row0, u32 k0,
+                                        u32 k1) {
+    nqm_init<float>(theta, init_sd, d, rows, row0, k0, k1);
+}
+
+extern "C" __global__ void nqm_init_f64(double *theta, const double *init_sd, int d, int rows, long long row0, u32 k0,
+                                        u32 k1) {
+    nqm_init<double>(theta, init_sd, d, rows, row0, k0, k1);
+}
+
+// Steps t0+1 … t1 on rows [row0, row0 + rows). Per coordinate: a = 1 + β − ελ (a = 1 − ελ for SGD), s = ε·p·√(c/B).
+//   SGD:       θ ← aθ − s z
+//   momentum:  θ ← aθ − βθ_{t−1} − s z        (heavy ball on positions; θ_{−1} = θ₀ means v₀ = 0)
+//   EMA:       θ̃ ← γ(θ̃ − θ) + θ
+// Checkpoints ck[0 … n_ck) lie in [t0, t1]; the loss ½Σh x² (x = θ̃ with EMA, else θ) of row r at ck[k] is added
+// to losses[r * ld + k]. State arrays are row-major (rows, d); 64-bit indices throughout.
+template <typename T>
+__device__ void nqm_run(T *theta, T *prev, T *avg, const T *a, const T *s, const double *h, T beta, T gamma, int d,
+                        int rows, long long row0, long long t0, long long t1, const long long *ck, int n_ck,
+                        double *losses, int ld, u32 k0, u32 k1) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const bool valid = i < d;
+    const T ai = valid ? a[i] : (T)0, si = valid ? s[i] : (T)0;
+    const double hi = valid ? h[i] : 0.0;
+    const bool momentum = prev != nullptr, ema = avg != nullptr;
+    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+        const long long at = (long long)r * d + i;
+        T x = valid ? theta[at] : (T)0;
+        T xp = (momentum && valid) ? prev[at] : (T)0;
+        T xa = (ema && valid) ? avg[at] : (T)0;
+        const u32 replica = (u32)(row0 + r);
+        int k = 0;
+        if (k < n_ck && ck[k] == t0) {
+            const double y = (double)(ema ? xa : x);
+            nqm_block_add(0.5 * hi * y * y, losses + (long long)r * ld + k);
+            ++k;
+        }
+        long long t = t0;
+        while (t < t1) {
+            const long long block = t >> 2;
+            T z[4];
+            nqm_normals<T>((u64)block, (u32)i, replica, 1u, k0, k1, z[0], z[1], z[2], z[3]);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {  // unrolled: z[j] stays in a register
+                if (4 * block + j < t || t >= t1) continue;
+                if (momentum) {
+                    const T next = ai * x - beta * xp - si * z[j];
+                    xp = x;
+                    x = next;
+                } else {
+                    x = ai * x - si * z[j];
+                }
+                if (ema) xa = gamma * (xa - x) + x;
+                ++t;
+                if (k < n_ck && ck[k] == t) {
+                    const double y = (double)(ema ? xa : x);
+                    nqm_block_add(0.5 * hi * y * y, losses + (long long)r * ld + k);
+                    ++k;
+                }
+            }
+        }
+        if (valid) {
+            theta[at] = x;
+            if (momentum) prev[at] = xp;
+            if (ema) avg[at] = xa;
+        }
+    }
+}
+
+extern "C" __global__ void nqm_run_f32(float *theta, float *prev, float *avg, const float *a, const float *s,
+                                       const double *h, float beta, float gamma, int d, int rows, long long row0,
+                                       long long t0, long long t1, const long long *ck, int n_ck, double *losses,
+                                       int ld, u32 k0, u32 k1) {
+    nqm_run<float>(theta, prev, avg, a, s, h, beta, gamma, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
+}
+
+extern "C" __global__ void nqm_run_f64(double *theta, double *prev, double *avg, const double *a, const double *s,
+                                       const double *h, double beta, double gamma, int d, int rows, long long row0,
+                                       long long t0, long long t1, const long long *ck, int n_ck, double *losses,
+                                       int ld, u32 k0, u32 k1) {
+    nqm_run<double>(theta, prev, avg, a, s, h, beta, gamma, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
+}

@@ -1,0 +1,358 @@
+"""The GPU backend's CPU-checkable parts: Philox known answers, the fused kernel's NumPy mirror, skip-ahead,
+backend selection, the memory plan, and the kernel source compiled by nvcc for sm_90 without spills.
+
+Statistical checks use z = 5 (two-sided false-alarm rate 6·10⁻⁷ per comparison; a few dozen comparisons
+here) and each has a planted error that it must reject.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import nqm
+from nqm import backend, dynamics, philox
+from nqm.counter_sim import simulate_counter
+from nqm.skip_ahead import jump_map, simulate_checkpoints, step_map
+
+Z = 5.0
+
+# Random123 tests/kat_vectors, rows "philox4x32 10": counter[4], key[2] -> expected[4]
+KAT = [
+    ([0, 0, 0, 0], [0, 0], [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]),
+    ([0xFFFFFFFF] * 4, [0xFFFFFFFF] * 2, [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD]),
+    (
+        [0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344],
+        [0xA4093822, 0x299F31D0],
+        [0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1],
+    ),
+]
+
+
+def test_philox_matches_the_published_known_answers():
+    counter = np.array([c for c, _, _ in KAT], dtype=np.uint32).T
+    key = np.array([k for _, k, _ in KAT], dtype=np.uint32).T
+    words = philox.philox4x32(np, counter, key)
+    assert words.dtype == np.uint32
+    assert words.T.tolist() == [e for _, _, e in KAT]
+    # a planted error (9 rounds) misses every vector
+    assert all(w != e for w, (_, _, e) in zip(philox.philox4x32(np, counter, key, rounds=9).T.tolist(), KAT))
+
+
+def test_cuda_source_uses_the_same_constants():
+    src = backend.kernel_source()
+    for name, value in (("M0", philox.M0), ("M1", philox.M1), ("W0", philox.W0), ("W1", philox.W1)):
+        assert re.search(rf"#define NQM_{name} 0x{value:08X}u", src), name
+
+
+def test_uniforms_are_exact_and_inside_the_open_interval():
+    w = np.array([0, 1, 511, 512, 2**31, 2**32 - 1], dtype=np.uint32)
+    u64 = philox.uniforms(np, w, np.float64)
+    assert u64.tolist() == [(int(x) + 0.5) / 2**32 for x in w]
+    u32 = philox.uniforms(np, w, np.float32)
+    assert u32.dtype == np.float32
+    assert u32.astype(np.float64).tolist() == [((int(x) >> 9) + 0.5) / 2**23 for x in w]
+    assert 0 < u32.min() and u32.max() < 1 and 0 < u64.min() and u64.max() < 1
+
+
+def _moment_z(z):
+    """z-scores of the mean (0), variance (1) and 4th moment (3) of supposedly standard normals."""
+    z = z.astype(np.float64).ravel()
+    n = z.size
+    return np.array(
+        [z.mean() * np.sqrt(n), (np.mean(z**2) - 1) / np.sqrt(2 / n), (np.mean(z**4) - 3) / np.sqrt(96 / n)]
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_counter_normals_are_standard_normal_and_independent_across_lanes(dtype):
+    z = philox.normal_block(np, philox.seed_key(7), 3, np.arange(50_000)[None, :], np.arange(4)[:, None], 1, dtype)
+    assert z.dtype == dtype and z.shape == (4, 4, 50_000)
+    assert np.all(np.abs(_moment_z(z)) < Z)
+    lanes = z.reshape(4, -1).astype(np.float64)
+    corr = np.corrcoef(lanes)[np.triu_indices(4, 1)]
+    assert np.all(np.abs(corr) * np.sqrt(lanes.shape[1]) < Z)
+    # negative control: the angle without its 2π is not a normal's, and the check sees it
+    u = philox.uniforms(np, philox.philox4x32(np, np.zeros((4, 200_000), np.uint32) + np.arange(200_000), (1, 2)))
+    r = np.sqrt(-2 * np.log(u[0]))
+    assert np.max(np.abs(_moment_z(r * np.cos(u[1])))) > Z
+
+
+def test_different_keys_replicas_coordinates_and_steps_give_different_words():
+    base = philox.normal_block(np, (1, 2), 0, 5, 3, 1)
+    for other in (
+        philox.normal_block(np, (1, 3), 0, 5, 3, 1),
+        philox.normal_block(np, (1, 2), 1, 5, 3, 1),
+        philox.normal_block(np, (1, 2), 0, 6, 3, 1),
+        philox.normal_block(np, (1, 2), 0, 5, 4, 1),
+        philox.normal_block(np, (1, 2), 0, 5, 3, 0),
+        philox.normal_block(np, (1, 2), 2**32, 5, 3, 1),  # the block's high word
+    ):
+        assert not np.any(other == base)
+
+
+P = nqm.NoisyQuadratic.zhang2019(200)
+RECORD = [0, 3, 30, 60]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"momentum": 0.6}, {"ema": 0.9}, {"momentum": 0.3, "ema": 0.7}, {"precond": P.h**-0.25}],
+    ids=["sgd", "momentum", "ema", "momentum+ema", "precond"],
+)
+def test_kernel_mirror_matches_exact_dynamics_and_rejects_a_planted_error(kwargs):
+    r = nqm.simulate(P, 0.5, 8, 60, 600, seed=11, rng="philox", record=RECORD, **kwargs)
+    exact = dynamics.expected_loss(P, 0.5, 8, 60, at=RECORD, **kwargs)
+    assert np.all(np.abs(r.mean - exact) <= Z * r.sem)
+    planted = dynamics.expected_loss(P, 0.5, 4, 60, at=RECORD, **kwargs)  # the noise variance doubled
+    assert np.any(np.abs(r.mean - planted) > Z * r.sem)
+
+
+def test_counter_path_on_dense_and_rotated_problems_matches_exact_dynamics():
+    q = nqm.NoisyQuadratic(P.h[:40], P.c[:40], basis=nqm.spectra.random_rotation(40, 1.0, seed=2))
+    dense = nqm.NoisyQuadratic(P.h[:40], sigma=nqm.spectra.misaligned_sigma(P.c[:40], 0.5, seed=3))
+    for prob, kw in ((q, {"momentum": 0.4}), (dense, {"ema": 0.5})):
+        r = nqm.simulate(prob, 0.5, 8, 40, 600, seed=4, rng="philox", record=[0, 10, 40], **kw)
+        exact = dynamics.expected_loss(prob, 0.5, 8, 40, at=[0, 10, 40], **kw)
+        assert np.all(np.abs(r.mean - exact) <= Z * r.sem)
+        planted = dynamics.expected_loss(prob, 0.5, 2, 40, at=[0, 10, 40], **kw)
+        assert np.any(np.abs(r.mean - planted) > Z * r.sem)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_chunking_and_replica_batching_do_not_change_a_single_bit(dtype):
+    args = (P, 0.5, 8.0, 23, 10, 5, np.ones(P.d), np.ones(P.d), 0.4, 0.7, np.array([0, 1, 4, 5, 22, 23]), dtype, np)
+    whole, state = simulate_counter(*args, keep_state=True)
+    for chunk, rows in ((1, 1), (3, 4), (4, 10), (7, 3)):
+        parts, parts_state = simulate_counter(*args, chunk_steps=chunk, batch_rows=rows, keep_state=True)
+        assert np.array_equal(parts, whole) and np.array_equal(parts_state, state)
+
+
+def test_the_same_seed_starts_from_the_same_point_and_replicas_differ():
+    a = nqm.simulate(P, 0.5, 8, 0, 4, seed=9, rng="philox", record=[0], keep_state=True)
+    b = nqm.simulate(P, 0.5, 8, 5, 4, seed=9, rng="philox", record=[0, 5], keep_losses=True)
+    assert np.array_equal(a.mean, b.mean[:1])
+    assert len(set(a.state[:, 0].tolist())) == 4
+
+
+def test_without_noise_the_counter_path_is_the_deterministic_recursion():
+    quiet = nqm.NoisyQuadratic(P.h, np.zeros(P.d))
+    theta0 = np.linspace(-1, 1, P.d)
+    r = nqm.simulate(quiet, 0.7, 8, 25, 2, rng="philox", theta0=theta0, record=[25], keep_state=True, momentum=0.5)
+    x, prev = theta0.copy(), theta0.copy()
+    a = 1 + 0.5 - 0.7 * P.h
+    for _ in range(25):
+        x, prev = a * x - 0.5 * prev, x
+    np.testing.assert_array_equal(r.state[0], x)
+
+
+def test_per_example_noise_and_bad_rng_are_refused():
+    with pytest.raises(ValueError, match="per_example"):
+        nqm.simulate(P, 0.5, 8, 5, 4, rng="philox", per_example="gaussian")
+    with pytest.raises(ValueError, match="rng must be"):
+        nqm.simulate(P, 0.5, 8, 5, 4, rng="mt19937")
+
+
+# -- skip-ahead ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"momentum": 0.9}, {"ema": 0.99}, {"momentum": 0.5, "ema": 0.9}], ids=["sgd", "mom", "ema", "both"]
+)
+def test_jump_maps_carry_the_second_moments_exactly(kwargs):
+    record = [0, 1, 5, 100, 2000]
+    exact = dynamics.expected_loss(P, 1.0, 8, 2000, at=record, **kwargs)
+    step = step_map(P, 1.0, 8, None, kwargs.get("momentum", 0.0), kwargs.get("ema", 0.0))
+    m = step[0].shape[-1]
+    moments, now, losses = np.ones((P.d, m, m)), 0, []
+    for t in record:
+        a, q = jump_map(step, t - now)
+        moments, now = a @ moments @ np.swapaxes(a, -1, -2) + q, t
+        losses.append(0.5 * P.h @ moments[:, m - 1 if kwargs.get("ema") else 0, m - 1 if kwargs.get("ema") else 0])
+    np.testing.assert_allclose(losses, exact, rtol=1e-12)
+
+
+def test_skip_ahead_sampling_matches_exact_dynamics_and_rejects_a_planted_error():
+    record = [0, 10, 1000, 10**6]
+    r = simulate_checkpoints(P, 1.0, 8, record, 1000, seed=2, momentum=0.5)
+    exact = dynamics.expected_loss(P, 1.0, 8, 10**6, at=record, momentum=0.5)
+    assert np.all(np.abs(r.mean - exact) <= Z * r.sem)
+    planted = dynamics.expected_loss(P, 1.0, 8, 10**6, at=record, momentum=0.0)  # momentum forgotten
+    assert np.any(np.abs(r.mean - planted) > Z * r.sem)
+
+
+@pytest.mark.parametrize("batch, planted", [(8, False), (4, True)])
+def test_skip_ahead_is_an_oracle_for_the_step_by_step_simulator(batch, planted):
+    """θ_T − A_T θ₀ of nqm.simulate, whitened by the exact Q_T, must be N(0, 1) — coordinate by coordinate.
+
+    Both start from the same θ₀ (the same Philox draw); the planted run uses half the batch (twice the noise).
+    """
+    steps = 40
+    r = nqm.simulate(P, 0.5, batch, steps, 200, seed=5, rng="philox", record=[steps], keep_state=True)
+    start = nqm.simulate(P, 0.5, batch, 0, 200, seed=5, rng="philox", record=[0], keep_state=True).state
+    a, q = jump_map(step_map(P, 0.5, 8), steps)
+    white = (r.state - a[:, 0, 0] * start) / np.sqrt(q[:, 0, 0])
+    scores = np.abs(_moment_z(white)[:2])
+    assert np.any(scores > Z) if planted else np.all(scores < Z)
+
+
+def test_skip_ahead_refuses_dense_problems():
+    dense = nqm.NoisyQuadratic(P.h[:10], sigma=np.eye(10))
+    with pytest.raises(ValueError, match="diagonal"):
+        simulate_checkpoints(dense, 0.5, 8, [0, 10], 4)
+
+
+# -- backend selection and the memory plan ------------------------------------------------------------------
+
+
+def test_backend_names_and_the_environment_override(monkeypatch):
+    monkeypatch.delenv("NQM_BACKEND", raising=False)
+    assert backend.resolve("numpy") is np
+    with pytest.raises(ValueError, match="backend must be one of"):
+        backend.resolve("torch")
+    monkeypatch.setenv("NQM_BACKEND", "numpy")
+    assert backend.resolve("cupy") is np  # the environment wins
+    monkeypatch.setenv("NQM_BACKEND", "tpu")
+    with pytest.raises(ValueError, match="NQM_BACKEND must be one of"):
+        backend.resolve("numpy")
+
+
+def test_auto_falls_back_to_numpy_with_one_notice_and_cupy_raises(monkeypatch, capsys):
+    monkeypatch.delenv("NQM_BACKEND", raising=False)
+    monkeypatch.setattr(backend, "cupy_status", lambda: (None, "CuPy finds no CUDA device"))
+    backend._notice.cache_clear()
+    assert backend.resolve("auto") is np
+    assert backend.resolve("auto") is np
+    err = capsys.readouterr().err
+    assert err.count("nqm: backend 'auto' uses NumPy: CuPy finds no CUDA device") == 1
+    with pytest.raises(backend.BackendUnavailable, match="no CUDA device"):
+        backend.resolve("cupy")
+    with pytest.raises(backend.BackendUnavailable):
+        nqm.simulate(P, 0.5, 8, 5, 4, backend="cupy")
+
+
+def _fake_cupy(device_count, compiles):
+    runtime = types.SimpleNamespace(getDeviceCount=device_count)
+
+    class RawModule:
+        def __init__(self, code, options):
+            assert "nqm_run_f32" in code
+
+        def compile(self):
+            if not compiles:
+                raise RuntimeError("nvrtc: cannot open source file cuda_fp16.h")
+
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime), RawModule=RawModule)
+
+
+def _no_device():
+    raise RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected")
+
+
+@pytest.mark.parametrize(
+    "fake, reason",
+    [
+        (None, "does not import"),
+        (_fake_cupy(_no_device, True), "no CUDA device"),
+        (_fake_cupy(lambda: 0, True), "no CUDA device"),
+        (_fake_cupy(lambda: 1, False), "cannot compile"),
+    ],
+)
+def test_detection_survives_a_cupy_that_cannot_run(monkeypatch, fake, reason):
+    monkeypatch.setitem(sys.modules, "cupy", fake)  # None makes "import cupy" fail
+    backend.kernels.cache_clear()
+    try:
+        module, why = backend.cupy_status.__wrapped__()
+    finally:
+        backend.kernels.cache_clear()
+    assert module is None and reason in why
+
+
+def test_replica_batches_fit_the_free_memory_or_fail_clearly():
+    assert backend.replica_batch(1000, 40_000_000, 16 * 2**30) == 343
+    assert backend.replica_batch(10, 1000, 2**30) == 10
+    with pytest.raises(MemoryError, match="one replica needs"):
+        backend.replica_batch(10, 2**31, 2**30)
+
+
+# -- the CUDA source, compiled for the H200's architecture ---------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_kernels_compile_for_sm90_without_register_spills(tmp_path):
+    out = subprocess.run(
+        [
+            "nvcc",
+            "-cubin",
+            "-arch=sm_90",
+            "-std=c++14",
+            "-Xptxas",
+            "-v",
+            "-o",
+            str(tmp_path / "fused.cubin"),
+            str(backend.KERNEL_SOURCE_PATH),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    log = out.stdout + out.stderr
+    entries = re.findall(r"Compiling entry function '(\w+)'", log)
+    assert set(entries) == {"nqm_philox_words", "nqm_init_f32", "nqm_init_f64", "nqm_run_f32", "nqm_run_f64"}
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    assert len(spills) == len(entries) and all(s == ("0", "0") for s in spills), log
+    assert "stack frame" in log and not re.search(r"[1-9]\d* bytes stack frame", log), log
+
+
+# -- on a GPU -------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cupy():
+    module, reason = backend.cupy_status()
+    if module is None:
+        pytest.skip(reason)
+    return module
+
+
+@pytest.mark.gpu
+def test_gpu_philox_words_equal_numpy(cupy):
+    counter = np.array([c for c, _, _ in KAT], dtype=np.uint32)
+    key = np.array([k for _, k, _ in KAT], dtype=np.uint32)
+    out = cupy.zeros_like(cupy.asarray(counter))
+    backend.kernels(cupy).get_function("nqm_philox_words")(
+        (1,), (32,), (cupy.asarray(counter), cupy.asarray(key), out, np.int64(3))
+    )
+    assert out.get().tolist() == [e for _, _, e in KAT]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 1e-4)])
+@pytest.mark.parametrize("kwargs", [{}, {"momentum": 0.6, "ema": 0.9}])
+def test_fused_kernel_equals_its_numpy_mirror(cupy, dtype, rtol, kwargs):
+    common = dict(seed=3, record=[0, 1, 7, 50], dtype=dtype, keep_losses=True, **kwargs)
+    gpu = nqm.simulate(P, 0.5, 8, 50, 64, backend="cupy", **common)
+    cpu = nqm.simulate(P, 0.5, 8, 50, 64, backend="numpy", rng="philox", **common)
+    np.testing.assert_allclose(gpu.losses, cpu.losses, rtol=rtol)
+
+
+@pytest.mark.gpu
+def test_gpu_chunking_does_not_change_the_result(cupy):
+    args = (P, 0.5, 8.0, 23, 10, 5, np.ones(P.d), np.ones(P.d), 0.4, 0.7, np.array([0, 1, 4, 5, 22, 23]), np.float32)
+    whole, _ = simulate_counter(*args, cupy)
+    parts, _ = simulate_counter(*args, cupy, chunk_steps=3, batch_rows=4)
+    assert np.array_equal(whole, parts)
+
+
+@pytest.mark.gpu
+def test_gpu_skip_ahead_matches_numpy(cupy):
+    a = simulate_checkpoints(P, 1.0, 8, [0, 100, 10**5], 64, seed=1, backend="cupy", momentum=0.5)
+    b = simulate_checkpoints(P, 1.0, 8, [0, 100, 10**5], 64, seed=1, backend="numpy", momentum=0.5)
+    np.testing.assert_allclose(a.mean, b.mean, rtol=1e-10)
