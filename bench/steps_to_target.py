@@ -24,6 +24,7 @@ from nqm import dynamics
 
 TARGET = 0.01
 BATCHES = 2.0 ** np.arange(2, 22)
+NAIVE_MAX_STEPS = 2**27  # the naive momentum search gives up beyond 1.3·10⁸ steps (the optimum needs < 2·10⁶)
 
 
 def binned(p: nqm.NoisyQuadratic, bins: int = 100) -> tuple[nqm.NoisyQuadratic, np.ndarray]:
@@ -79,6 +80,8 @@ def naive_momentum_steps(p, lr, beta, batch, target, init_var) -> float:
     hi = 1
     while loss(hi) > target:
         hi *= 2
+        if hi > NAIVE_MAX_STEPS:  # repeated squaring of a near-identity map drifts above 1 and never comes back
+            return np.inf
     lo = hi // 2
     while hi - lo > 1:
         mid = (lo + hi) // 2

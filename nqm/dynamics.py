@@ -31,6 +31,8 @@ __all__ = [
     "steady_state_loss",
     "sgd_variance",
     "coordinate_variance",
+    "noise_scales_along",
+    "fit_frontier",
     "steps_to_target",
     "optimal_steps_to_target",
     "OptimalRuns",
@@ -263,6 +265,27 @@ def coordinate_variance(p: NoisyQuadratic, lr, batch_size, step, init_var=1.0, p
     return sgd_variance(lam, sigma**2, v0, float(step))
 
 
+def noise_scales_along(p: NoisyQuadratic, lr, batch_size, steps: int, precond=None, at=None, init_var=1.0):
+    """Exact (B_noise, B_simple) along an expected SGD run, ratio-of-expectations form; shape (len(at), 2).
+
+    .. math:: B_\text{noise}(t) = \frac{\\operatorname{tr}(P H P \\Sigma)}{E[G_t^\top P H P G_t]},\\qquad
+              B_\text{simple}(t) = \frac{\\operatorname{tr}\\Sigma}{E|G_t|^2},
+
+    with E[θ_i(t)²] from :func:`sgd_variance` (McCandlish et al. 2018, arXiv:1812.06162, §2.2 and App. D).
+    ``at`` defaults to 513 evenly spaced steps of the run, enough for its time average.
+    """
+    pre = check_precond(p, precond)
+    if at is None:
+        at = np.unique(np.round(np.linspace(0, steps, 513)))
+    lam, q = lr * pre * p.h, (lr * pre) ** 2 * p.c / batch_size
+    v0 = _init_var(p, init_var)
+    out = []
+    for chunk in np.array_split(np.asarray(at, dtype=np.float64), max(1, len(at) // 64)):
+        v = sgd_variance(lam, q, v0, chunk[:, None])
+        out.append(np.stack([((pre**2 * p.h) @ p.c) / (v @ (pre**2 * p.h**3)), p.trace_sigma / (v @ p.h**2)], 1))
+    return np.concatenate(out)
+
+
 # Whole-run solvers and schedules live in their own modules and are part of this namespace (DESIGN §3).
 from .schedules import (  # noqa: E402
     GreedyRun,
@@ -273,6 +296,7 @@ from .schedules import (  # noqa: E402
 )
 from .whole_runs import (  # noqa: E402
     OptimalRuns,
+    fit_frontier,
     optimal_steps_to_target,
     steps_to_target,
 )

@@ -140,7 +140,8 @@ def check_batch_size(batch_size, *, integer: bool = False) -> np.ndarray:
     """Return ``batch_size`` as a float64 array, raising ValueError unless every B ≥ 1."""
     b = np.asarray(batch_size, dtype=np.float64)
     if np.any(np.isnan(b)) or np.any(b < 1):
-        raise ValueError(f"batch size must be >= 1, got {batch_size!r}")
+        shown = repr(batch_size) if b.size <= 8 else f"an array with minimum {float(np.nanmin(b))!r} (or NaN)"
+        raise ValueError(f"batch size must be >= 1, got {shown}")
     if integer and (np.any(~np.isfinite(b)) or np.any(b != np.round(b))):
         raise ValueError(f"batch size must be a finite integer when examples are sampled, got {batch_size!r}")
     return b

@@ -33,7 +33,7 @@ from .dynamics import _coefficients, _init_var, _second_moments, steady_state_lo
 from .moments import EmaMoments, HeavyBallMoments, ema_stationary, heavy_ball_stationary
 from .problem import NoisyQuadratic, check_batch_size, check_precond, check_unit_interval
 
-__all__ = ["steps_to_target", "optimal_steps_to_target", "OptimalRuns"]
+__all__ = ["steps_to_target", "optimal_steps_to_target", "OptimalRuns", "fit_frontier"]
 
 _DENSE_CHUNK = 256
 
@@ -59,6 +59,13 @@ class _SGDLoss:
 
     def at(self, x) -> _Rows:
         return _Rows(self, np.asarray(x, dtype=np.float64))
+
+    def subset(self, rows) -> _SGDLoss:
+        """The same loss for a subset of the batch sizes (Newton drops the rows that have converged)."""
+        part = object.__new__(_SGDLoss)
+        part.half_h, part.kappa, part.v0 = self.half_h, self.kappa, self.v0
+        part.gamma = self.gamma[rows]
+        return part
 
     def value(self, t, x):
         return self.at(x).value(t)
@@ -575,22 +582,47 @@ def optimal_steps_to_target(
     # golden-section search on log ε for a starting point
     z, t = _golden_min(lambda z, guess: _crossing_time(loss, np.exp(z), target, guess), lo, hi, 10)
     x = np.exp(z)
-    # Newton on (log t, ε): F = L − target, G = ∂L/∂ε
+    # Newton on (log t, ε): F = L − target, G = ∂L/∂ε; rows leave once converged
+    active = np.arange(n)
     for _ in range(30):
-        val, ls, lx, lsx, lxx = loss.at(x).derivatives(t)
+        xa, ta, part = x[active], t[active], loss.subset(active)
+        val, ls, lx, lsx, lxx = part.at(xa).derivatives(ta)
         f, gx = val - target, lx
         det = ls * lxx - lx * lsx
         with np.errstate(divide="ignore", invalid="ignore"):
             ds = (-f * lxx + gx * lx) / det
             dx = (-gx * ls + f * lsx) / det
         step_ok = np.isfinite(ds) & np.isfinite(dx)
-        dx = np.clip(np.where(step_ok, dx, 0), -0.5 * x, np.maximum(0.5 * (x_hi - x), 0))
+        dx = np.clip(np.where(step_ok, dx, 0), -0.5 * xa, np.maximum(0.5 * (x_hi[active] - xa), 0))
         ds = np.clip(np.where(step_ok, ds, 0), -1, 1)
-        x, t = x + dx, t * np.exp(ds)
-        if np.all(np.abs(dx) <= 1e-12 * x) and np.all(np.abs(ds) <= 1e-12):
+        x[active], t[active] = xa + dx, ta * np.exp(ds)
+        active = active[(np.abs(dx) > 1e-12 * xa) | (np.abs(ds) > 1e-12)]
+        if active.size == 0:
             break
     # re-solve t exactly at the final ε (Newton's t satisfies F = 0 only to its tolerance)
     t = _crossing_time(loss, x, target, t)
     steps = _first_integer_step(loss, x, target, t)
     interior = x < x_hi * (1 - 1e-6)
     return OptimalRuns(b, steps, b * steps, x, t, interior)
+
+
+def fit_frontier(batch_sizes, steps) -> tuple[float, float, float]:
+    """Fit McCandlish et al.'s frontier S = S_min + E_min/B, i.e. (S/S_min − 1)(E/E_min − 1) = 1 (eq. 2.11).
+
+    Least squares in relative error (each point divided by its S) over the reachable batch sizes. Returns
+    (S_min, E_min, the largest relative residual); B_crit = E_min/S_min.
+
+    Example:
+        >>> b = np.array([1.0, 10.0, 100.0])
+        >>> s_min, e_min, residual = fit_frontier(b, 50 + 1000 / b)
+        >>> round(s_min, 9), round(e_min, 9), residual < 1e-12
+        (50.0, 1000.0, True)
+    """
+    batch, steps = np.asarray(batch_sizes, dtype=np.float64), np.asarray(steps, dtype=np.float64)
+    ok = np.isfinite(steps)
+    if ok.sum() < 2:
+        raise ValueError("fit_frontier needs at least two batch sizes that reach the target")
+    x = np.stack([np.ones(ok.sum()), 1 / batch[ok]], axis=1) / steps[ok, None]
+    (s_min, e_min), *_ = np.linalg.lstsq(x, np.ones(ok.sum()), rcond=None)
+    fitted = s_min + e_min / batch[ok]
+    return float(s_min), float(e_min), float(np.max(np.abs(fitted / steps[ok] - 1)))

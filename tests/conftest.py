@@ -8,3 +8,15 @@ from hypothesis import settings  # noqa: E402
 settings.register_profile("default", derandomize=True, max_examples=40, deadline=None, print_blob=True)
 settings.register_profile("thorough", max_examples=500, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def quick_report(tmp_path_factory):
+    """One ``nqm validate --quick`` run shared by the tests that read its report: (directory, exit status)."""
+    from nqm.cli import main
+
+    out = tmp_path_factory.mktemp("quick-report")
+    return out, main(["validate", "--quick", "--out", str(out), "--seed", "0"])

@@ -105,7 +105,7 @@ def test_progress_is_reported_on_stderr_when_asked():
     [
         (dict(replicas=1), "replicas"),
         (dict(steps=2.5), "steps"),
-        (dict(backend="cupy"), "backend"),
+        (dict(backend="torch"), "backend must be one of"),
         (dict(per_example="cauchy"), "distribution"),
         (dict(per_example="gaussian", batch_size=2.5), "integer"),
         (dict(record=[0, 99]), "record"),

@@ -46,9 +46,10 @@ def test_decide_passes_truth_and_rejects_planted_error():
     assert good.passed and control.passed and exact.passed and not bad_exact.passed
 
 
-def test_nqm_validate_quick_end_to_end(tmp_path):
+def test_nqm_validate_quick_end_to_end(quick_report):
     """The quick suite passes, rejects every control, and writes the report, results and figures."""
-    assert cli_main(["validate", "--quick", "--out", str(tmp_path), "--seed", "0"]) == 0
+    tmp_path, status = quick_report
+    assert status == 0
     results = json.loads((tmp_path / "results.json").read_text())
     checks = results["checks"]
     assert {"name", "claim", "kind", "predicted", "measured", "se", "z", "passed"} <= set(checks[0])
@@ -71,3 +72,12 @@ def test_python_m_validation_is_nqm_validate():
     if script is not None:  # the console script of an installed package
         out = subprocess.run([script, "validate", "--help"], capture_output=True, text=True, check=True)
         assert "--quick" in out.stdout
+
+
+def test_only_runs_the_named_checks(tmp_path):
+    assert cli_main(["validate", "--quick", "--out", str(tmp_path), "--only", "V5"]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["meta"]["only"] == ["V5"]
+    assert results["checks"] and all(c["name"].startswith("V5") for c in results["checks"])
+    with pytest.raises(ValueError, match="unknown check"):
+        cli_main(["validate", "--out", str(tmp_path), "--only", "V0"])

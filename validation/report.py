@@ -1,4 +1,5 @@
-"""Writes the validation report: ``report.md`` (a table per kind) and ``results.json`` (every check)."""
+"""Writes the validation report: ``report.md`` (a table per kind), ``report.html`` (the same with the figures,
+self-contained) and ``results.json`` (every check)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .html_report import write_html
 from .stats import Check, worst_cell
 
 
@@ -125,6 +127,7 @@ def write(checks: list[Check], out_dir, meta: dict, tables: list[Table] = ()) ->
         for t in tables:
             lines += t.markdown()
     (out_dir / "report.md").write_text("\n".join(lines))
+    write_html(records, summary, meta, tables, out_dir)
     return summary
 
 

@@ -25,30 +25,6 @@ TARGETS = (0.1, 0.01, 0.001)
 POWERS = (0.0, 0.25, 0.5, 0.75)
 
 
-def fit_frontier(batch, steps):
-    """Least squares of S on 1/B over the reachable batch sizes: S = S_min + E_min/B (relative residuals
-    weighted equally: each point divided by S). Returns S_min, E_min, max relative residual."""
-    ok = np.isfinite(steps)
-    x = np.stack([np.ones(ok.sum()), 1 / batch[ok]], axis=1) / steps[ok, None]
-    (s_min, e_min), *_ = np.linalg.lstsq(x, np.ones(ok.sum()), rcond=None)
-    fitted = s_min + e_min / batch[ok]
-    return float(s_min), float(e_min), float(np.max(np.abs(fitted / steps[ok] - 1)))
-
-
-def _noise_scales_along(p, lr, batch, steps, precond=None, at=None):
-    """Exact ratio-of-expectations (B_noise, B_simple) at steps ``at`` (default: 513 evenly spaced steps of
-    the run, enough for its time average) of an SGD run; shape (len(at), 2)."""
-    pre = np.ones(p.d) if precond is None else precond
-    if at is None:
-        at = np.unique(np.round(np.linspace(0, steps, 513)))
-    lam, q = lr * pre * p.h, (lr * pre) ** 2 * p.c / batch
-    out = []
-    for chunk in np.array_split(np.asarray(at, dtype=np.float64), max(1, len(at) // 64)):
-        v = dynamics.sgd_variance(lam, q, np.ones(p.d), chunk[:, None])
-        out.append(np.stack([((pre**2 * p.h) @ p.c) / (v @ (pre**2 * p.h**3)), p.trace_sigma / (v @ p.h**2)], 1))
-    return np.concatenate(out)
-
-
 def run(d: int, d_sim: int, replicas: int, seed: int, out_dir):
     p = nqm.NoisyQuadratic.zhang2019(d)
     rows, checks, curves = [], [], {}
@@ -59,12 +35,12 @@ def run(d: int, d_sim: int, replicas: int, seed: int, out_dir):
                 continue
             pre = p.h**-power if power else None
             r = dynamics.optimal_steps_to_target(p, target, BATCHES, precond=pre)
-            s_min, e_min, resid = fit_frontier(r.batch_sizes, r.steps)
+            s_min, e_min, resid = dynamics.fit_frontier(r.batch_sizes, r.steps)
             crit = e_min / s_min
             b_crit[(target, power)] = crit
             # the run at B ≈ B_crit: B_noise at the target and averaged over the run (per step)
             k = int(np.argmin(np.abs(np.log(BATCHES / crit))))
-            scales = _noise_scales_along(p, r.lr[k], BATCHES[k], r.steps[k], pre)
+            scales = dynamics.noise_scales_along(p, r.lr[k], BATCHES[k], r.steps[k], pre)
             at_target, mean_run = scales[-1, 0], scales[:, 0].mean()
             slope = np.polyfit(np.log(BATCHES[:3]), np.log(r.lr[:3]), 1)[0]
             rows.append(
@@ -176,7 +152,7 @@ def _simulated_noise_scales(d, replicas, seed):
     lr, steps = float(run.lr[0]), int(run.steps[0])
     trace = nqm.gradient_norm_trace(p, lr, batch // 8, batch, steps + 1, replicas, seed=stream(seed, "v11"))
     at = np.unique(np.round(np.geomspace(1, steps, 12)).astype(int))
-    exact = _noise_scales_along(p, lr, batch, steps, at=at)
+    exact = dynamics.noise_scales_along(p, lr, batch, steps, at=at)
     measured, se = [], []
     for t in at:
         for col, num in ((trace.ghg_true[:, t], p.trace_h_sigma), (trace.sq_true[:, t], p.trace_sigma)):
@@ -195,7 +171,7 @@ def _simulated_noise_scales(d, replicas, seed):
         notes={"steps": at.tolist(), "batch": batch, "replicas": replicas},
     )
     control = check.control("V11 control: noise scales with noise 2×", "planted: Σ doubled", 2 * predicted)
-    whole = _noise_scales_along(p, lr, batch, steps, at=[0, steps])
+    whole = dynamics.noise_scales_along(p, lr, batch, steps, at=[0, steps])
     growth = whole[-1] / whole[0]
     table = Table(
         title=f"Noise scale over training ({p.name}, B = {batch}, ε = {lr:.4g}, {steps} steps to 0.05)",

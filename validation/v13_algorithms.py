@@ -20,7 +20,6 @@ from nqm import dynamics, plots
 from .one_step import stream
 from .report import Table
 from .stats import Check
-from .v11_pareto import fit_frontier
 
 BATCHES = 2.0 ** np.arange(2, 22, 2)
 TARGET = 0.01
@@ -187,7 +186,7 @@ def run(d: int, d_sim: int, replicas: int, seed: int, out_dir, batches=BATCHES):
         ("EMA", ema.steps),
         *[(f"{k}-piece schedule", piecewise[k]) for k in PIECES],
     ]:
-        s_min, e_min, resid = fit_frontier(batches, s)
+        s_min, e_min, resid = dynamics.fit_frontier(batches, s)
         frontier_rows.append([label, s_min, e_min, e_min / s_min, f"{resid:.1%}"])
     frontier = Table(
         title=f"Critical batch size by optimiser (zhang2019, d = {d}, target {TARGET})",

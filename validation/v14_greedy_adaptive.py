@@ -18,7 +18,6 @@ import nqm
 from nqm import dynamics, plots
 
 from .report import Table
-from .v11_pareto import fit_frontier
 
 TARGET = 0.01
 BATCHES = 2.0 ** np.arange(6, 21)
@@ -41,7 +40,7 @@ def run(d: int, out_dir):
     const = [dynamics.greedy_schedule(p, b, target=TARGET) for b in BATCHES]
     steps = np.array([r.steps for r in const], dtype=np.float64)
     examples = BATCHES * steps
-    s_fit, e_fit, resid = fit_frontier(BATCHES, steps)
+    s_fit, e_fit, resid = dynamics.fit_frontier(BATCHES, steps)
     b_noise = noiseless_noise_scales(p, TARGET)
     s_model, e_model = float(b_noise.size), float(b_noise.sum())
     gamma = float(np.sqrt(b_noise).sum() ** 2 / (s_model * e_model))

@@ -1,0 +1,166 @@
+"""The standard figures of large-batch theory, computed with nqm's engines and drawn by :mod:`nqm.plots`.
+
+Each entry of :data:`FIGURES` is a function ``(d, seed, target) -> matplotlib Figure`` that computes its data
+with :mod:`nqm.theory`, :mod:`nqm.dynamics` and :func:`nqm.simulate` and leaves the drawing to
+:mod:`nqm.plots`. ``nqm plot NAME --out FILE`` renders one (``.svg``/``.pdf`` for vector output),
+``nqm plot all --out DIR`` all of them (the README gallery), ``nqm plot --list`` names them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from . import dynamics, plots, theory
+from .montecarlo import one_step_improvement, simulate
+from .problem import NoisyQuadratic
+
+__all__ = ["FIGURES", "render", "render_all"]
+
+
+def _mid_run_point(p: NoisyQuadratic, seed: int) -> np.ndarray:
+    """A θ from partway through a training run (30 SGD steps at ε = 1, B = 8), where the laws are interesting."""
+    return simulate(p, 1.0, 8, 30, replicas=2, seed=seed, keep_state=True, progress=False).state[0]
+
+
+def laws(d: int = 1000, seed: int = 0, target: float = 0.01):
+    """ε_opt(B)/ε_max and ΔL_opt(B)/ΔL_max against B/B_noise, with one simulated step at ε_opt per point."""
+    p = NoisyQuadratic.zhang2019(d)
+    theta = _mid_run_point(p, seed)
+    b_noise = float(theory.noise_scale(p, theta))
+    x = np.geomspace(max(1 / 64, 1 / b_noise), 64, 200)  # B ≥ 1
+    batch = np.maximum(1.0, x * b_noise)
+    step_ratio = theory.optimal_step(p, theta, batch) / theory.max_step(p, theta)
+    best = theory.max_improvement(p, theta)
+    improvement_ratio = theory.optimal_improvement(p, theta, batch) / best
+    b_sim = np.maximum(1, np.round(b_noise * 4.0 ** np.arange(-2, 3)))
+    eps = theory.optimal_step(p, theta, b_sim)
+    sim = one_step_improvement(p, theta, eps[:, None], b_sim[:, None], 4000, seed=seed + 1)
+    points = [("one simulated step at ε_opt (±1 SE)", b_sim / b_noise, sim.mean[:, 0] / best, sim.sem[:, 0] / best)]
+    fig, (ax,) = plots.new_axes(1, width=5.0)
+    plots.batch_size_laws(x, step_ratio, improvement_ratio, points, ax=ax)
+    ax.set_title(f"the batch-size laws (zhang2019, d = {d}, B_noise = {b_noise:.0f})", fontsize=9)
+    return fig
+
+
+def parabolas(d: int = 1000, seed: int = 0, target: float = 0.01):
+    """The exact one-step improvement E[ΔL](ε) for four batch sizes, vertices marked, simulated steps on them."""
+    p = NoisyQuadratic.zhang2019(d)
+    theta = _mid_run_point(p, seed)
+    b_noise, eps_max = float(theory.noise_scale(p, theta)), float(theory.max_step(p, theta))
+    best = float(theory.max_improvement(p, theta))
+    batch = np.maximum(1, np.round(b_noise * np.array([0.25, 1.0, 4.0, 16.0])))
+    lr = np.linspace(0, 2.2, 221)[1:] * eps_max
+    curves = {f"B = {b:g}": theory.expected_improvement(p, theta, lr, b) / best for b in batch}
+    vertices = {
+        f"B = {b:g}": (
+            float(theory.optimal_step(p, theta, b)) / eps_max,
+            float(theory.optimal_improvement(p, theta, b)) / best,
+        )
+        for b in batch
+    }
+    eps = np.linspace(0.2, 2.0, 7) * eps_max
+    sim = one_step_improvement(p, theta, eps[None, :], batch[:, None], 2000, seed=seed + 2)
+    points = [(None, eps / eps_max, m / best, s / best) for m, s in zip(sim.mean, sim.sem)]
+    fig, (ax,) = plots.new_axes(1, width=5.0)
+    plots.one_step_parabolas(lr / eps_max, curves, points, vertices=vertices, ax=ax, xlabel="ε / ε_max")
+    ax.set_ylabel("E[ΔL] / ΔL_max")
+    ax.set_ylim(-1.0, 1.1)
+    return fig
+
+
+def pareto(d: int = 10_000, seed: int = 0, target: float = 0.01):
+    """The steps/examples frontier of tuned constant-step SGD (and P = H^−½) with the fitted B_crit."""
+    p = NoisyQuadratic.zhang2019(d)
+    batch = 2.0 ** np.arange(2, 22)
+    fig, (ax,) = plots.new_axes(1, width=6.6)
+    for i, (label, pre) in enumerate((("SGD", None), ("SGD, P = H^−½", p.h**-0.5))):
+        r = dynamics.optimal_steps_to_target(p, target, batch, precond=pre)
+        s_min, e_min, _ = dynamics.fit_frontier(r.batch_sizes, r.steps)
+        plots.pareto_frontier(r.steps, r.examples, s_min, e_min, label=label, ax=ax, index=i)
+    ax.set_title(f"steps vs examples to E[L] ≤ {target:g} (zhang2019, d = {d})", fontsize=9)
+    return fig
+
+
+def steps(d: int = 10_000, seed: int = 0, target: float = 0.01):
+    """Steps to three targets against batch size (exact optima), regimes marked around B_crit of ``target``."""
+    p = NoisyQuadratic.zhang2019(d)
+    batch = 2.0 ** np.arange(2, 22)
+    curves, b_crit = {}, None
+    for tgt in (10 * target, target, target / 10):
+        r = dynamics.optimal_steps_to_target(p, tgt, batch)
+        curves[f"target {tgt:g}"] = r.steps
+        if tgt == target:
+            s_min, e_min, _ = dynamics.fit_frontier(r.batch_sizes, r.steps)
+            b_crit = e_min / s_min
+    fig, (ax,) = plots.new_axes(1, width=5.0)
+    plots.steps_vs_batch(batch, curves, b_crit=b_crit, ax=ax)
+    ax.set_title(f"steps vs batch size (zhang2019, d = {d}; B_crit of target {target:g})", fontsize=9)
+    return fig
+
+
+def noise_scale(d: int = 2000, seed: int = 0, target: float = 0.05):
+    """B_noise(t) and B_simple(t) along the expected run of tuned SGD at B = 256 to ``target``."""
+    p = NoisyQuadratic.zhang2019(d)
+    r = dynamics.optimal_steps_to_target(p, target, [256])
+    n = int(r.steps[0])
+    at = np.unique(np.round(np.geomspace(1, n, 120)))
+    scales = dynamics.noise_scales_along(p, float(r.lr[0]), 256, n, at=at)
+    fig, (ax,) = plots.new_axes(1, width=5.0)
+    plots.noise_scale_over_training(at, scales[:, 0], scales[:, 1], ax=ax)
+    ax.set_xscale("log")
+    ax.set_title(f"noise scales over a run to E[L] ≤ {target:g} (B = 256, ε = {r.lr[0]:.3g}, d = {d})", fontsize=9)
+    return fig
+
+
+def simulation(d: int = 1000, seed: int = 0, target: float = 0.01):
+    """Exact E[L_t] of SGD at three batch sizes with simulated runs (mean ± SE of 200 replicas) on them."""
+    p = NoisyQuadratic.zhang2019(d)
+    record = np.unique(np.round(np.geomspace(1, 2000, 25))).astype(int)
+    fig, (ax,) = plots.new_axes(1, width=5.0)
+    groups, curves = [], []
+    for b in (4, 32, 256):
+        curves.append(dynamics.expected_loss(p, 1.0, b, 2000, at=record))
+        r = simulate(p, 1.0, b, 2000, 200, seed=seed + b, record=record, progress=False)
+        groups.append((f"simulated, B = {b}", r.steps, r.mean, r.sem))
+    plots.theory_vs_simulation(
+        record,
+        np.array(curves),
+        groups,
+        ax=ax,
+        xscale="log",
+        yscale="log",
+        xlabel="step t",
+        ylabel="loss",
+        title=f"exact E[L_t] and simulated runs (ε = 1, zhang2019, d = {d})",
+        theory_label="exact E[L_t]",
+    )
+    return fig
+
+
+FIGURES = {
+    "laws": laws,
+    "parabolas": parabolas,
+    "pareto": pareto,
+    "steps": steps,
+    "noise-scale": noise_scale,
+    "simulation": simulation,
+}
+
+
+def render(name: str, out=None, **options):
+    """Compute and draw one figure; write it to ``out`` (format from the extension) if given, else return it."""
+    if name not in FIGURES:
+        raise ValueError(f"unknown figure {name!r}; choose from {', '.join(FIGURES)}")
+    options = {k: v for k, v in options.items() if v is not None}
+    fig = FIGURES[name](**options)
+    if out is None:
+        return fig
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    return plots.save(fig, out)
+
+
+def render_all(out_dir, fmt: str = "png", **options) -> list[str]:
+    """Every figure of :data:`FIGURES` into ``out_dir`` as ``NAME.fmt``."""
+    return [render(name, Path(out_dir) / f"{name}.{fmt}", **options) for name in FIGURES]

@@ -1,0 +1,75 @@
+"""The plot functions draw what they are given, the gallery renders every figure, and ``nqm plot`` works."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from nqm import gallery, plots
+from nqm.cli import main
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def test_each_plot_function_returns_its_axes_and_draws_the_given_data():
+    x = np.geomspace(0.1, 10, 5)
+    ax = plots.batch_size_laws(x, 1 / (1 + 1 / x), 1 / (1 + 1 / x), [("sim", x, 1 / (1 + 1 / x), 0.01 * x)])
+    np.testing.assert_allclose(ax.lines[0].get_xdata(), x)
+    assert ax.get_xscale() == "log" and ax.get_xlabel() == "B / B_noise"
+
+    ax = plots.one_step_parabolas(x, {"B = 1": x - x**2}, vertices={"B = 1": (0.5, 0.25)})
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), x - x**2)
+
+    steps = np.array([1000.0, 300.0, 150.0, 120.0])
+    batch = np.array([1.0, 4.0, 16.0, 64.0])
+    ax = plots.pareto_frontier(steps, batch * steps, 100.0, 1000.0)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "B_crit = 10" in labels
+    star = [line for line in ax.lines if line.get_marker() == "*"][0]
+    assert star.get_xdata()[0] == 200.0 and star.get_ydata()[0] == 2000.0  # (2 S_min, 2 E_min)
+
+    ax = plots.steps_vs_batch(batch, {"a": steps}, b_crit=8.0)
+    assert any(line.get_xdata()[0] == 8.0 for line in ax.lines[1:])  # B_crit marked
+    ax = plots.noise_scale_over_training(np.arange(5), np.ones(5), 2 * np.ones(5))
+    assert len(ax.lines) == 2
+
+
+def test_an_axes_can_be_passed_in():
+    fig, (a, b) = plots.new_axes(2)
+    assert plots.noise_scale_over_training([1, 2], [1, 1], [2, 2], ax=b) is b
+    assert not a.lines
+
+
+def test_styles_stay_apart_in_greyscale():
+    """Adjacent line styles differ in darkness or dash pattern, so the figures survive a greyscale print."""
+    for (c1, d1), (c2, d2) in zip(plots.LINES, plots.LINES[1:]):
+        assert c1 != c2 or d1 != d2
+    assert all(float(c) <= 0.6 for c, _ in plots.LINES)  # no line lighter than 60 % grey
+
+
+@pytest.mark.parametrize("name", list(gallery.FIGURES))
+def test_every_gallery_figure_renders_as_vector_output(name, tmp_path):
+    small = {"d": 200} if name in ("pareto", "steps", "noise-scale", "simulation") else {"d": 300}
+    path = gallery.render(name, tmp_path / f"{name}.svg", **small)
+    text = Path(path).read_text()
+    assert text.lstrip().startswith("<?xml") and "<svg" in text and "<path" in text
+
+
+def test_the_plot_command_lists_renders_and_refuses_unknown_names(tmp_path, capsys):
+    assert main(["plot", "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in gallery.FIGURES)
+    out = tmp_path / "laws.pdf"
+    assert main(["plot", "laws", "--out", str(out), "--d", "200"]) == 0
+    assert out.read_bytes().startswith(b"%PDF")
+    assert main(["plot", "nonsense"]) == 2
+    assert "unknown figure" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="unknown figure"):
+        gallery.render("nonsense")
