@@ -54,16 +54,22 @@ def kernels(cupy):
     return module
 
 
+def choice(backend: str = "numpy") -> str:
+    """The backend name in force: ``NQM_BACKEND`` if set, else ``backend``; a clear error for an unknown one."""
+    chosen = os.environ.get("NQM_BACKEND", "").strip().lower() or backend
+    if chosen not in BACKENDS:
+        source = "NQM_BACKEND" if os.environ.get("NQM_BACKEND") else "backend"
+        raise ValueError(f"{source} must be one of {BACKENDS}, got {chosen!r}")
+    return chosen
+
+
 def resolve(backend: str = "numpy"):
     """The array module to simulate with: ``numpy`` or ``cupy``.
 
     ``NQM_BACKEND`` (if set) replaces ``backend``. "auto" falls back to NumPy with a notice when CuPy cannot
     run; "cupy" raises :class:`BackendUnavailable` instead.
     """
-    chosen = os.environ.get("NQM_BACKEND", "").strip().lower() or backend
-    if chosen not in BACKENDS:
-        source = "NQM_BACKEND" if os.environ.get("NQM_BACKEND") else "backend"
-        raise ValueError(f"{source} must be one of {BACKENDS}, got {chosen!r}")
+    chosen = choice(backend)
     if chosen == "numpy":
         import numpy
 

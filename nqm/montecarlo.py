@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .backend import choice as backend_choice
 from .backend import resolve as resolve_backend
 from .counter_sim import simulate_counter
 from .noise import check_distribution, minibatch_noise, nested_minibatch_noise
@@ -301,9 +302,13 @@ def simulate(
         >>> r.steps[[0, -1]].tolist(), r.n
         ([0, 50], 64)
     """
-    xp = resolve_backend(backend)
     if rng not in (None, "sfc64", "philox"):
         raise ValueError(f"rng must be 'sfc64' or 'philox', got {rng!r}")
+    if backend != "cupy" and (per_example is not None or rng == "sfc64"):
+        backend_choice(backend)  # validates the name and NQM_BACKEND
+        xp = np  # per-example draws and SFC64 streams run on NumPy, whatever NQM_BACKEND says
+    else:
+        xp = resolve_backend(backend)
     if xp is not np and rng == "sfc64":
         raise ValueError("the cupy backend draws counter-based noise: rng must be 'philox' (or None)")
     counter = xp is not np or rng == "philox"

@@ -152,6 +152,15 @@ def test_without_noise_the_counter_path_is_the_deterministic_recursion():
     np.testing.assert_array_equal(r.state[0], x)
 
 
+def test_per_example_noise_stays_on_numpy_under_the_environment_override(monkeypatch):
+    monkeypatch.setattr(backend, "cupy_status", lambda: (None, "no device here"))
+    monkeypatch.setenv("NQM_BACKEND", "cupy")
+    r = nqm.simulate(P, 0.5, 8, 3, 4, per_example="gaussian", record=[3])  # NumPy's SFC64 path
+    assert r.n == 4
+    with pytest.raises(backend.BackendUnavailable):
+        nqm.simulate(P, 0.5, 8, 3, 4)
+
+
 def test_per_example_noise_and_bad_rng_are_refused():
     with pytest.raises(ValueError, match="per_example"):
         nqm.simulate(P, 0.5, 8, 5, 4, rng="philox", per_example="gaussian")
