@@ -199,3 +199,30 @@ def test_momentum_helps_at_large_batch_and_ema_at_small(tuned_runs):
     sgd = dynamics.optimal_steps_to_target(p, 0.05, b)
     assert runs["momentum"].steps[-1] < 0.5 * sgd.steps[-1]
     assert runs["ema"].steps[0] < 0.8 * sgd.steps[0]
+
+
+@given(problems(max_d=8), st.floats(0.05, 1.5), st.floats(1.0, 256.0), st.floats(0.05, 0.9), st.floats(1.01, 3.0))
+def test_steps_at_a_fixed_step_size_are_monotone_in_the_target(p, lr_scaled, b, target_frac, factor):
+    lr = lr_scaled / p.h.max()
+    target = target_frac * 0.5 * p.h.sum()
+    strict = dynamics.steps_to_target(p, lr, b, target)
+    loose = dynamics.steps_to_target(p, lr, b, target * factor)
+    assert loose <= strict
+
+
+@given(problems(max_d=8), st.floats(1e-4, 1e-3), st.floats(1.0, 8.0), st.sampled_from([2, 4, 8]))
+def test_perfect_scaling_at_small_steps(p, lam_max, b, k):
+    """ε → kε with B → kB keeps the noise floor ε tr(...)/B and multiplies the rate by k: S·B is constant.
+
+    With V = V∞ + (V₀ − V∞)(1 − λ)^{2t} and V∞ = εγ/(κ(2 − λ)), the scaled run differs by O(λ_max) in the
+    relative rate and the floor. The target, 1.5 × the floor, makes the noise matter: the same run without
+    scaling B (a planted error: the floor k times higher) never reaches it.
+    """
+    lr = lam_max / p.h.max()
+    target = 1.5 * dynamics.steady_state_loss(p, k * lr, k * b)
+    if not 0 < target < 0.5 * (0.5 * p.h.sum()):
+        return  # the floor is not far below the start: nothing to scale
+    base = dynamics.steps_to_target(p, lr, b, target)
+    scaled = dynamics.steps_to_target(p, k * lr, k * b, target)
+    assert abs(k * scaled - base) <= 4 * k * lam_max * base + 2 * k
+    assert dynamics.steps_to_target(p, k * lr, b, target) == np.inf  # the planted error is caught
