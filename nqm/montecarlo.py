@@ -293,7 +293,8 @@ def simulate(
         keep_losses: also return the (R, K) per-replica losses. keep_state: return the final θ.
         rng: "sfc64" (NumPy's default: ``SFC64`` streams per tile) or "philox" (counter-based noise keyed by
             (seed, replica, coordinate, step), :mod:`nqm.counter_sim`). CuPy always uses "philox", and the
-            same seed gives the same noise on both backends.
+            same seed gives the same noise on both backends. On NumPy "philox" is the GPU kernel's reference:
+            single-threaded and several times slower than "sfc64".
 
     Example:
         >>> import nqm

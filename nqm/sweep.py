@@ -556,8 +556,8 @@ def run(
         SweepTaskError: a task raised (the records finished before it stay in the file).
     """
     fixed = dict(fixed or {})
-    if not all(isinstance(k, str) for k in fixed) or _RESERVED & set(fixed):
-        raise ValueError("fixed must be a dict with string keys other than 'seed'")
+    if not all(isinstance(k, str) for k in fixed) or (_RESERVED | {"repeat"}) & set(fixed):
+        raise ValueError("fixed must be a dict with string keys other than 'seed' and 'repeat' (a grid axis)")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     sets = _check_params(params, fixed)
@@ -610,12 +610,13 @@ def run(
     window = 1 if isinstance(executor, InlineExecutor) else 4 * _workers(executor)
     new: dict[str, dict] = {}
     sink = open(path, "a") if path is not None else None  # noqa: SIM115 - closed in finally
-    order: dict[Future, int] = {}
+    order: dict[Future, int] = {}  # future → submission number, to report failures in submission order
+    numbers = itertools.count()
     try:
         todo = iter(chunks)
         while True:
             for chunk in itertools.islice(todo, max(0, window - len(order))):
-                order[executor.submit(_run_chunk, task, fixed, chunk)] = len(order) + len(new)
+                order[executor.submit(_run_chunk, task, fixed, chunk)] = next(numbers)
             if not order:
                 break
             finished, _ = wait(order, return_when=FIRST_COMPLETED)

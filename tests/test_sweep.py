@@ -70,6 +70,7 @@ def test_bad_grids_are_refused(axes, message):
         ([3], {}, "not a dict"),
         ([{"x": 1}], {"seed": -1}, "non-negative integer"),
         ([{"x": 1}], {"chunksize": 0}, "chunksize"),
+        ([{"x": 1}], {"fixed": {"repeat": 2}}, "grid axis"),
     ],
 )
 def test_bad_sweeps_are_refused(params, kwargs, message):
