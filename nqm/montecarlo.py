@@ -30,6 +30,7 @@ from .backend import choice as backend_choice
 from .backend import resolve as resolve_backend
 from .counter_sim import simulate_counter
 from .noise import check_distribution, minibatch_noise, nested_minibatch_noise
+from .philox import STREAM_ONE_STEP, normal_block, seed_key
 from .problem import NoisyQuadratic, check_batch_size, check_lr, check_precond, check_unit_interval
 from .progress import Progress
 
@@ -187,15 +188,16 @@ def _diagonal_coefficients(p, lr, batch_size, pre, beta, gamma, dtype):
 
 # -- the general path: dense Σ, rotated basis, per-example noise ------------------------------
 class _WorkingBasis:
-    """Operators of the coordinates the simulator works in: H's eigenbasis, or x = Qθ."""
+    """Operators of the coordinates the simulator works in: H's eigenbasis, or x = Qθ (arrays of module xp)."""
 
-    def __init__(self, p: NoisyQuadratic, pre: np.ndarray, dtype):
-        self.q = None if p.basis is None else p.basis.astype(dtype)
+    def __init__(self, p: NoisyQuadratic, pre: np.ndarray, dtype, xp=np):
+        self.xp = xp
+        self.q = None if p.basis is None else xp.asarray(p.basis, dtype=dtype)
         if p.basis is None:
-            self.h, self.pre = p.h.astype(dtype), pre.astype(dtype)
+            self.h, self.pre = xp.asarray(p.h, dtype=dtype), xp.asarray(pre, dtype=dtype)
         else:
-            self.h_mat = ((p.basis * p.h) @ p.basis.T).astype(dtype)
-            self.pre_mat = ((p.basis * pre) @ p.basis.T).astype(dtype)
+            self.h_mat = xp.asarray((p.basis * p.h) @ p.basis.T, dtype=dtype)
+            self.pre_mat = xp.asarray((p.basis * pre) @ p.basis.T, dtype=dtype)
 
     def to_working(self, theta):
         return theta if self.q is None else theta @ self.q.T
@@ -210,7 +212,8 @@ class _WorkingBasis:
         return g * self.pre if self.q is None else g @ self.pre_mat
 
     def loss(self, x):
-        return 0.5 * np.einsum("ij,ij->i", x.astype(np.float64), self.curvature(x).astype(np.float64))
+        xp = self.xp
+        return 0.5 * xp.einsum("ij,ij->i", x.astype(xp.float64), self.curvature(x).astype(xp.float64))
 
 
 def _general_tile(
@@ -242,6 +245,27 @@ def _general_tile(
         if t % report_every == 0:
             progress.update(report_every * x.size)
     return losses, (basis.to_eigenbasis(x) if keep_state else None)
+
+
+def _engine(backend: str, rng: str | None, per_example):
+    """(array module, counter-based noise?) for a backend name and an ``rng`` choice.
+
+    Per-example draws and SFC64 streams run on NumPy whatever ``NQM_BACKEND`` says; asked for explicitly
+    with ``backend="cupy"`` they are refused.
+    """
+    if rng not in (None, "sfc64", "philox"):
+        raise ValueError(f"rng must be 'sfc64' or 'philox', got {rng!r}")
+    if backend != "cupy" and (per_example is not None or rng == "sfc64"):
+        backend_choice(backend)  # validates the name and NQM_BACKEND
+        xp = np
+    else:
+        xp = resolve_backend(backend)
+    if xp is not np and rng == "sfc64":
+        raise ValueError("the cupy backend draws counter-based noise: rng must be 'philox' (or None)")
+    counter = xp is not np or rng == "philox"
+    if counter and per_example is not None:
+        raise ValueError("per_example noise runs on the NumPy SFC64 path only (backend='numpy', rng='sfc64')")
+    return xp, counter
 
 
 def _initial_theta(rng, theta0, init_var, rows, cols: slice, dtype):
@@ -294,7 +318,7 @@ def simulate(
         rng: "sfc64" (NumPy's default: ``SFC64`` streams per tile) or "philox" (counter-based noise keyed by
             (seed, replica, coordinate, step), :mod:`nqm.counter_sim`). CuPy always uses "philox", and the
             same seed gives the same noise on both backends. On NumPy "philox" is the GPU kernel's reference:
-            single-threaded and several times slower than "sfc64".
+            single-threaded and about 3× slower than "sfc64" on one thread.
 
     Example:
         >>> import nqm
@@ -303,16 +327,7 @@ def simulate(
         >>> r.steps[[0, -1]].tolist(), r.n
         ([0, 50], 64)
     """
-    if rng not in (None, "sfc64", "philox"):
-        raise ValueError(f"rng must be 'sfc64' or 'philox', got {rng!r}")
-    if backend != "cupy" and (per_example is not None or rng == "sfc64"):
-        backend_choice(backend)  # validates the name and NQM_BACKEND
-        xp = np  # per-example draws and SFC64 streams run on NumPy, whatever NQM_BACKEND says
-    else:
-        xp = resolve_backend(backend)
-    if xp is not np and rng == "sfc64":
-        raise ValueError("the cupy backend draws counter-based noise: rng must be 'philox' (or None)")
-    counter = xp is not np or rng == "philox"
+    xp, counter = _engine(backend, rng, per_example)
     lr = float(check_lr(lr))
     batch_size = float(check_batch_size(batch_size, integer=per_example is not None))
     if int(steps) != steps or steps < 0:
@@ -338,8 +353,6 @@ def simulate(
             raise ValueError(f"theta0 must have shape ({p.d},)")
 
     if counter:
-        if per_example is not None:
-            raise ValueError("per_example noise runs on the NumPy SFC64 path only (backend='numpy', rng='sfc64')")
         work = float(replicas) * p.d * steps
         losses, state = simulate_counter(
             p,
@@ -418,6 +431,8 @@ def one_step_improvement(
     *,
     per_example: str | None = None,
     threads: int | None = None,
+    backend: str = "numpy",
+    rng: str | None = None,
 ) -> OneStepResult:
     """One real SGD step from ``theta`` for every cell of a (lr, batch_size) grid.
 
@@ -428,6 +443,10 @@ def one_step_improvement(
     The step is taken in the simulator's working basis (rotated when ``p.basis`` is set).
     Returns the mean and standard error of ΔL per cell; compare with
     :func:`nqm.theory.expected_improvement` (McCandlish et al. 2018, eq. 2.5).
+
+    ``backend`` and ``rng`` work as in :func:`simulate`: with "philox" (always on CuPy) cell k's noise for
+    replica r, coordinate i is entry k mod 4 of the Philox block (k div 4, i, r, stream 3), the same on both
+    backends.
     """
     lrs, bs = np.broadcast_arrays(check_lr(lr), check_batch_size(batch_size, integer=per_example is not None))
     if int(replicas) != replicas or replicas < 2:
@@ -438,26 +457,40 @@ def one_step_improvement(
     th = np.asarray(theta, dtype=np.float64)
     if th.shape != (p.d,):
         raise ValueError(f"theta must have shape ({p.d},)")
-    basis = _WorkingBasis(p, pre, np.float64)
-    x = basis.to_working(th[None, :])
+    xp, counter = _engine(backend, rng, per_example)
+    basis = _WorkingBasis(p, pre, np.float64, xp)
+    x = basis.to_working(xp.asarray(th[None, :]))
     loss0 = basis.loss(x)[0]
     grad = basis.curvature(x)
     rows = max(1, _GENERAL_TILE_ELEMENTS // p.d)
+    key = seed_key(seed) if counter else None
+
+    def draws(index, r0, n, b):
+        if not counter:
+            return minibatch_noise(generators[index], p, b, n, per_example)
+        coords, reps = xp.arange(p.d)[None, :], r0 + xp.arange(n)[:, None]
+        z = normal_block(xp, key, index // 4, coords, reps, STREAM_ONE_STEP)[index % 4]
+        if p.sigma_factor is None:
+            return z * xp.asarray(np.sqrt(p.c / b))
+        return z @ xp.asarray(p.sigma_factor.T / np.sqrt(b))
+
+    generators = None if counter else [_rng(seed, i) for i in range(lrs.size)]
 
     def cell(index):
         def run():
             eps, b = float(lrs.flat[index]), float(bs.flat[index])
-            rng = _rng(seed, index)
             out = np.empty(replicas)
             for r0 in range(0, replicas, rows):
                 n = min(rows, replicas - r0)
-                noise = basis.to_working(minibatch_noise(rng, p, b, n, per_example))
-                out[r0 : r0 + n] = loss0 - basis.loss(x - eps * basis.precondition(grad + noise))
+                noise = basis.to_working(draws(index, r0, n, b))
+                value = loss0 - basis.loss(x - eps * basis.precondition(grad + noise))
+                out[r0 : r0 + n] = value.get() if xp is not np else value
             return out
 
         return run
 
-    samples = _run_tiles([cell(i) for i in range(lrs.size)], _threads(threads, lrs.size))
+    threads = 1 if counter else _threads(threads, lrs.size)  # one device stream; the Philox mirror is serial
+    samples = _run_tiles([cell(i) for i in range(lrs.size)], threads)
     samples = np.array(samples).reshape(lrs.shape + (replicas,))
     return OneStepResult(
         lr=lrs.copy(),

@@ -152,6 +152,27 @@ def test_without_noise_the_counter_path_is_the_deterministic_recursion():
     np.testing.assert_array_equal(r.state[0], x)
 
 
+@pytest.mark.parametrize("kind", ["diagonal", "rotated", "dense"])
+def test_one_step_on_counter_noise_matches_the_exact_improvement(kind):
+    from nqm import theory
+
+    h, c = P.h[:60], P.c[:60]
+    prob = {
+        "diagonal": nqm.NoisyQuadratic(h, c),
+        "rotated": nqm.NoisyQuadratic(h, c, basis=nqm.spectra.random_rotation(60, 1.0, seed=1)),
+        "dense": nqm.NoisyQuadratic(h, sigma=nqm.spectra.misaligned_sigma(c, 0.7, seed=2)),
+    }[kind]
+    theta = np.linspace(-2, 2, 60)
+    lr, batch = np.array([[5.0], [20.0], [40.0]]), np.array([[2.0, 8.0, 64.0]])
+    r = nqm.one_step_improvement(prob, theta, lr, batch, 2000, seed=4, rng="philox")
+    exact = theory.expected_improvement(prob, theta, lr, batch)
+    assert np.all(np.abs(r.mean - exact) <= Z * r.sem)
+    planted = theory.expected_improvement(prob, theta, lr, batch / 2)  # noise variance doubled
+    assert np.any(np.abs(r.mean - planted) > Z * r.sem)
+    again = nqm.one_step_improvement(prob, theta, lr, batch, 2000, seed=4, rng="philox")
+    np.testing.assert_array_equal(again.mean, r.mean)
+
+
 def test_per_example_noise_stays_on_numpy_under_the_environment_override(monkeypatch):
     monkeypatch.setattr(backend, "cupy_status", lambda: (None, "no device here"))
     monkeypatch.setenv("NQM_BACKEND", "cupy")
@@ -358,6 +379,14 @@ def test_gpu_chunking_does_not_change_the_result(cupy):
     whole, _ = simulate_counter(*args, cupy)
     parts, _ = simulate_counter(*args, cupy, chunk_steps=3, batch_rows=4)
     assert np.array_equal(whole, parts)
+
+
+@pytest.mark.gpu
+def test_gpu_one_step_equals_numpy_on_the_same_counters(cupy):
+    theta = np.linspace(-1, 1, P.d)
+    a = nqm.one_step_improvement(P, theta, [[0.5], [1.0]], [[4.0, 64.0]], 64, seed=2, backend="cupy")
+    b = nqm.one_step_improvement(P, theta, [[0.5], [1.0]], [[4.0, 64.0]], 64, seed=2, rng="philox")
+    np.testing.assert_allclose(a.mean, b.mean, rtol=1e-10)
 
 
 @pytest.mark.gpu
