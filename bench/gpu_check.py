@@ -5,7 +5,7 @@
    (identical, word for word).
 3. The fused kernel against its NumPy mirror on the same counters (SGD; momentum + EMA; float64 and float32):
    the largest relative difference of per-replica losses; chunked launches against one launch (identical).
-4. Skip-ahead on CuPy against NumPy.
+4. Skip-ahead and one-step improvements on CuPy against NumPy.
 5. Throughput of the fused kernel (f32 SGD, many steps per launch) in coordinate-updates/s, against the
    device's measured copy bandwidth (8 bytes per f32 update: one read, one write) and against a plain CuPy
    array-op loop (``theta = a*theta - s*cupy.random.standard_normal(...)``).
@@ -93,6 +93,11 @@ def check_fused(cp) -> dict:
     a = simulate_checkpoints(p, 1.0, 8, [0, 100, 10**5], 64, seed=1, backend="cupy", momentum=0.5)
     b = simulate_checkpoints(p, 1.0, 8, [0, 100, 10**5], 64, seed=1, backend="numpy", momentum=0.5)
     out["skip-ahead CuPy vs NumPy max rel. diff"] = float(np.max(np.abs(a.mean / b.mean - 1)))
+    theta = np.linspace(-1, 1, p.d)
+    grid = dict(lr=[[0.5], [1.0]], batch_size=[[4.0, 64.0]], replicas=64, seed=2)
+    g = nqm.one_step_improvement(p, theta, backend="cupy", **grid)
+    c = nqm.one_step_improvement(p, theta, rng="philox", **grid)
+    out["one-step CuPy vs NumPy max rel. diff"] = float(np.max(np.abs(g.mean / c.mean - 1)))
     return out
 
 
@@ -192,6 +197,7 @@ def main() -> int:
         and all(v < (1e-4 if "f32" in k else 1e-12) for k, v in fused.items() if "losses" in k)
         and fused["chunked launches identical"]
         and fused["skip-ahead CuPy vs NumPy max rel. diff"] < 1e-10
+        and fused["one-step CuPy vs NumPy max rel. diff"] < 1e-10
     )
     t = out["throughput"]
     out["targets"] = {
