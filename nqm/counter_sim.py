@@ -13,6 +13,8 @@ change which counters are computed together.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from .backend import kernels, replica_batch
@@ -107,8 +109,15 @@ def _chunk_cupy(cp, key, x, prev, avg, a, s, h, beta, gamma, row0, t0, t1, ck, p
     return x, prev, avg
 
 
-def _diagonal_rows(xp, key, x, coef, h, beta, gamma, record, row0, chunks):
-    """Rows [row0, row0 + len(x)) of a diagonal problem, one kernel launch (or NumPy mirror) per chunk."""
+def _diagonal_rows(xp, key, x, coef, h, beta, gamma, record, row0, chunks, launch=None):
+    """Rows [row0, row0 + len(x)) of a diagonal problem, one kernel launch (or NumPy mirror) per chunk.
+
+    ``launch(key, x, prev, avg, a, s, h, beta, gamma, row0, t0, t1, ck, part) -> (x, prev, avg)`` runs one
+    chunk: the CUDA kernel on CuPy, its NumPy mirror on NumPy (the tests also pass the kernel source compiled
+    for the CPU).
+    """
+    if launch is None:
+        launch = _chunk_numpy if xp is np else partial(_chunk_cupy, xp)
     rows = x.shape[0]
     a, s = (xp.asarray(c) for c in coef)
     h = xp.asarray(h, dtype=xp.float64)
@@ -123,10 +132,7 @@ def _diagonal_rows(xp, key, x, coef, h, beta, gamma, record, row0, chunks):
         hi = int(np.searchsorted(record, t1, side="right"))
         ck = record[lo:hi]
         part = xp.zeros((rows, max(1, ck.size)))
-        if xp is np:
-            x, prev, avg = _chunk_numpy(key, x, prev, avg, a, s, h, beta, gamma, row0, t0, t1, ck, part)
-        else:
-            x, prev, avg = _chunk_cupy(xp, key, x, prev, avg, a, s, h, beta, gamma, row0, t0, t1, ck, part)
+        x, prev, avg = launch(key, x, prev, avg, a, s, h, beta, gamma, row0, t0, t1, ck, part)
         losses[:, lo:hi] = _to_host(xp, part[:, : ck.size])
     return losses, x
 

@@ -1,0 +1,166 @@
+"""The CUDA source itself, run on the CPU: ``nqm/cuda/fused.cu`` compiled by g++ with CUDA's built-ins emulated
+(``tests/cuda_emulation/harness.cpp``: one thread per block, blocks in sequence), held against nqm's NumPy code.
+
+This checks what no GPU-less test otherwise could: the kernel's counter layout and Philox rounds, its
+Box–Muller, its SGD/momentum/EMA arithmetic, its chunk and checkpoint logic, and the init kernel — the same
+source CuPy compiles. What it cannot check is left to ``bench/gpu_check.py``: warp shuffles and shared memory
+with many threads, atomics under contention, NVRTC, and speed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nqm
+from nqm import backend, counter_sim, philox
+
+HERE = Path(__file__).resolve().parent
+KAT = [
+    ([0, 0, 0, 0], [0, 0], [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]),
+    ([0xFFFFFFFF] * 4, [0xFFFFFFFF] * 2, [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD]),
+]
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+
+
+@pytest.fixture(scope="module")
+def emu(tmp_path_factory):
+    lib = tmp_path_factory.mktemp("cuda-emulation") / "emu.so"
+    cmd = [
+        "g++",
+        "-O2",
+        "-std=c++14",
+        "-shared",
+        "-fPIC",
+        "-I",
+        str(backend.KERNEL_SOURCE_PATH.parent),
+        "-o",
+        str(lib),
+        str(HERE / "cuda_emulation" / "harness.cpp"),
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    so = ctypes.CDLL(str(lib))
+    ptr, i32, i64, u32, f64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_uint32, ctypes.c_double
+    so.emu_philox_words.argtypes = [ptr, ptr, ptr, i64]
+    so.emu_init.argtypes = [i32, ptr, ptr, i32, i32, i64, u32, u32]
+    so.emu_run.argtypes = [
+        i32,
+        ptr,
+        ptr,
+        ptr,
+        ptr,
+        ptr,
+        ptr,
+        f64,
+        f64,
+        i32,
+        i32,
+        i64,
+        i64,
+        i64,
+        ptr,
+        i32,
+        ptr,
+        i32,
+        u32,
+        u32,
+    ]
+    return so
+
+
+def _p(a):
+    return None if a is None else a.ctypes.data_as(ctypes.c_void_p)
+
+
+def test_kernel_philox_words_equal_numpy(emu):
+    rng = np.random.default_rng(1)
+    counter = np.concatenate(
+        [np.array([c for c, _, _ in KAT], np.uint32), rng.integers(0, 2**32, (5000, 4), dtype=np.uint32)]
+    )
+    key = np.concatenate(
+        [np.array([k for _, k, _ in KAT], np.uint32), rng.integers(0, 2**32, (5000, 2), dtype=np.uint32)]
+    )
+    out = np.zeros_like(counter)
+    emu.emu_philox_words(_p(counter), _p(key), _p(out), len(counter))
+    assert out[:2].tolist() == [e for _, _, e in KAT]
+    np.testing.assert_array_equal(out, philox.philox4x32(np, counter.T, key.T).T)
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-14), (np.float32, 1e-6)])
+def test_init_kernel_draws_the_mirror_s_theta0(emu, dtype, rtol):
+    d, rows, row0, key = 300, 7, 5, philox.seed_key(3)
+    sd = np.sqrt(np.linspace(0.5, 2.0, d))
+    theta = np.zeros((rows, d), dtype=dtype)
+    emu.emu_init(int(dtype == np.float32), _p(theta), _p(sd), d, rows, row0, *key)
+    mirror = counter_sim._initial(np, key, None, sd, rows, row0, d, dtype)
+    np.testing.assert_allclose(theta, mirror, rtol=rtol)
+
+
+def _emulated_launch(emu, dtype):
+    def launch(key, x, prev, avg, a, s, h, beta, gamma, row0, t0, t1, ck, part):
+        rows, d = x.shape
+        ck = np.ascontiguousarray(ck, dtype=np.int64)
+        emu.emu_run(
+            int(dtype == np.float32),
+            _p(x),
+            _p(prev),
+            _p(avg),
+            _p(a),
+            _p(s),
+            _p(h),
+            beta,
+            gamma,
+            d,
+            rows,
+            row0,
+            t0,
+            t1,
+            _p(ck) if ck.size else None,
+            ck.size,
+            _p(part),
+            part.shape[1],
+            *key,
+        )
+        return x, prev, avg
+
+    return launch
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-11), (np.float32, 2e-5)])
+@pytest.mark.parametrize("beta, gamma", [(0.0, 0.0), (0.6, 0.0), (0.0, 0.9), (0.4, 0.7)])
+@pytest.mark.parametrize("chunk", [1, 3, 50])
+def test_run_kernel_equals_its_numpy_mirror(emu, dtype, rtol, beta, gamma, chunk):
+    """Losses at every checkpoint (including step 0 and chunk edges) and the final state, chunk by chunk."""
+    p = nqm.NoisyQuadratic.zhang2019(150)
+    key, steps, rows, row0 = philox.seed_key(8), 50, 6, 3
+    record = np.array([0, 1, 2, 3, 4, 7, 20, 49, 50])
+    a, s = counter_sim.diagonal_coefficients(p, 0.4, 8.0, np.ones(p.d), beta, dtype)
+    x0 = counter_sim._initial(np, key, None, np.ones(p.d), rows, row0, p.d, dtype)
+    chunks = counter_sim._chunks(steps, chunk)
+    rest = ((a, s), p.h, beta, gamma, record, row0, chunks)
+    launch = _emulated_launch(emu, dtype)  # works in place, as on the GPU: each run gets its own copy of θ₀
+    kernel, kernel_state = counter_sim._diagonal_rows(np, key, x0.copy(), *rest, launch=launch)
+    mirror, mirror_state = counter_sim._diagonal_rows(np, key, x0.copy(), *rest)
+    assert np.all(kernel > 0)
+    np.testing.assert_allclose(kernel, mirror, rtol=rtol)
+    np.testing.assert_allclose(kernel_state, mirror_state, rtol=rtol * 100, atol=rtol)
+
+
+def test_a_planted_kernel_error_is_caught(emu):
+    """The comparison has power: the same run with the key's words swapped (other noise) differs."""
+    p = nqm.NoisyQuadratic.zhang2019(50)
+    key, record = philox.seed_key(8), np.array([0, 10, 20])
+    a, s = counter_sim.diagonal_coefficients(p, 0.4, 8.0, np.ones(p.d), 0.0, np.float64)
+    x0 = counter_sim._initial(np, key, None, np.ones(p.d), 4, 0, p.d, np.float64)
+    run = _emulated_launch(emu, np.float64)
+    kernel, _ = counter_sim._diagonal_rows(np, key, x0.copy(), (a, s), p.h, 0.0, 0.0, record, 0, [(0, 20)], launch=run)
+    swapped = (key[1], key[0])
+    other, _ = counter_sim._diagonal_rows(np, swapped, x0.copy(), (a, s), p.h, 0.0, 0.0, record, 0, [(0, 20)])
+    assert not np.allclose(kernel[:, 1:], other[:, 1:], rtol=1e-3)
