@@ -1,10 +1,12 @@
 """The CUDA source itself, run on the CPU: ``nqm/cuda/fused.cu`` compiled by g++ with CUDA's built-ins emulated
-(``tests/cuda_emulation/harness.cpp``: one thread per block, blocks in sequence), held against nqm's NumPy code.
+(``tests/cuda_emulation/harness.cpp``: one thread per block, or 64 OS threads per block with barriers for
+``__syncthreads`` and the warp shuffles), held against nqm's NumPy code.
 
 This checks what no GPU-less test otherwise could: the kernel's counter layout and Philox rounds, its
-Box–Muller, its SGD/momentum/EMA arithmetic, its chunk and checkpoint logic, and the init kernel — the same
-source CuPy compiles. What it cannot check is left to ``bench/gpu_check.py``: warp shuffles and shared memory
-with many threads, atomics under contention, NVRTC, and speed.
+Box–Muller, its SGD/momentum/EMA arithmetic, its chunk and checkpoint logic, the init kernel and the block
+reduction (warp shuffles, shared memory, idle threads past d) — the same source CuPy compiles. What it cannot
+check is left to ``bench/gpu_check.py``: the hardware itself (scheduling, atomics under contention), NVRTC,
+and speed.
 """
 
 from __future__ import annotations
@@ -29,22 +31,16 @@ KAT = [
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
 
 
-@pytest.fixture(scope="module")
-def emu(tmp_path_factory):
-    lib = tmp_path_factory.mktemp("cuda-emulation") / "emu.so"
-    cmd = [
-        "g++",
-        "-O2",
-        "-std=c++14",
-        "-shared",
-        "-fPIC",
-        "-I",
-        str(backend.KERNEL_SOURCE_PATH.parent),
-        "-o",
-        str(lib),
-        str(HERE / "cuda_emulation" / "harness.cpp"),
-    ]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+def _build(directory: Path, threads: int | None) -> ctypes.CDLL:
+    lib = directory / f"emu{threads or 1}.so"
+    cmd = ["g++", "-O2", "-std=c++20", "-pthread", "-shared", "-fPIC", "-I", str(backend.KERNEL_SOURCE_PATH.parent)]
+    cmd += [f"-DNQM_EMU_THREADS={threads}"] if threads else []
+    out = subprocess.run(
+        [*cmd, "-o", str(lib), str(HERE / "cuda_emulation" / "harness.cpp")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     so = ctypes.CDLL(str(lib))
     ptr, i32, i64, u32, f64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_uint32, ctypes.c_double
@@ -71,8 +67,21 @@ def emu(tmp_path_factory):
         i32,
         u32,
         u32,
+        ctypes.c_uint,
     ]
     return so
+
+
+@pytest.fixture(scope="module")
+def emu(tmp_path_factory):
+    """The kernels built for the CPU with one thread per block."""
+    return _build(tmp_path_factory.mktemp("cuda-emulation"), None)
+
+
+@pytest.fixture(scope="module")
+def emu64(tmp_path_factory):
+    """The kernels built for the CPU with 64 OS threads per block (two warps)."""
+    return _build(tmp_path_factory.mktemp("cuda-emulation-64"), 64)
 
 
 def _p(a):
@@ -103,54 +112,65 @@ def test_init_kernel_draws_the_mirror_s_theta0(emu, dtype, rtol):
     np.testing.assert_allclose(theta, mirror, rtol=rtol)
 
 
-def _emulated_launch(emu, dtype):
+def _emulated_launch(emu, dtype, grid_y: int = 1):
+    """A ``launch`` for :func:`nqm.counter_sim._diagonal_rows` that runs the compiled kernel in place."""
+
     def launch(key, x, prev, avg, a, s, h, beta, gamma, row0, t0, t1, ck, part):
         rows, d = x.shape
         ck = np.ascontiguousarray(ck, dtype=np.int64)
-        emu.emu_run(
-            int(dtype == np.float32),
-            _p(x),
-            _p(prev),
-            _p(avg),
-            _p(a),
-            _p(s),
-            _p(h),
-            beta,
-            gamma,
-            d,
-            rows,
-            row0,
-            t0,
-            t1,
-            _p(ck) if ck.size else None,
-            ck.size,
-            _p(part),
-            part.shape[1],
-            *key,
-        )
+        pointers = [_p(v) for v in (x, prev, avg, a, s, h)]
+        scalars = [beta, gamma, d, rows, row0, t0, t1, _p(ck) if ck.size else None, ck.size, _p(part), part.shape[1]]
+        emu.emu_run(int(dtype == np.float32), *pointers, *scalars, *key, grid_y)
         return x, prev, avg
 
     return launch
 
 
-@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-11), (np.float32, 2e-5)])
-@pytest.mark.parametrize("beta, gamma", [(0.0, 0.0), (0.6, 0.0), (0.0, 0.9), (0.4, 0.7)])
-@pytest.mark.parametrize("chunk", [1, 3, 50])
-def test_run_kernel_equals_its_numpy_mirror(emu, dtype, rtol, beta, gamma, chunk):
-    """Losses at every checkpoint (including step 0 and chunk edges) and the final state, chunk by chunk."""
+def _kernel_and_mirror(emu, dtype, beta, gamma, chunk, grid_y):
     p = nqm.NoisyQuadratic.zhang2019(150)
     key, steps, rows, row0 = philox.seed_key(8), 50, 6, 3
     record = np.array([0, 1, 2, 3, 4, 7, 20, 49, 50])
     a, s = counter_sim.diagonal_coefficients(p, 0.4, 8.0, np.ones(p.d), beta, dtype)
     x0 = counter_sim._initial(np, key, None, np.ones(p.d), rows, row0, p.d, dtype)
-    chunks = counter_sim._chunks(steps, chunk)
-    rest = ((a, s), p.h, beta, gamma, record, row0, chunks)
-    launch = _emulated_launch(emu, dtype)  # works in place, as on the GPU: each run gets its own copy of θ₀
-    kernel, kernel_state = counter_sim._diagonal_rows(np, key, x0.copy(), *rest, launch=launch)
-    mirror, mirror_state = counter_sim._diagonal_rows(np, key, x0.copy(), *rest)
+    rest = ((a, s), p.h, beta, gamma, record, row0, counter_sim._chunks(steps, chunk))
+    launch = _emulated_launch(emu, dtype, grid_y)  # in place, as on the GPU: each run gets its own copy of θ₀
+    kernel = counter_sim._diagonal_rows(np, key, x0.copy(), *rest, launch=launch)
+    return kernel, counter_sim._diagonal_rows(np, key, x0.copy(), *rest)
+
+
+MODES = pytest.mark.parametrize("beta, gamma", [(0.0, 0.0), (0.6, 0.0), (0.0, 0.9), (0.4, 0.7)])
+PRECISIONS = pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-11), (np.float32, 2e-5)])
+
+
+@PRECISIONS
+@MODES
+@pytest.mark.parametrize("chunk, grid_y", [(1, 1), (3, 2), (50, 6)])
+def test_run_kernel_equals_its_numpy_mirror(emu, dtype, rtol, beta, gamma, chunk, grid_y):
+    """Losses at every checkpoint (including step 0 and chunk edges) and the final state, chunk by chunk;
+    grid_y < rows makes blocks loop over replicas."""
+    (kernel, kernel_state), (mirror, mirror_state) = _kernel_and_mirror(emu, dtype, beta, gamma, chunk, grid_y)
     assert np.all(kernel > 0)
     np.testing.assert_allclose(kernel, mirror, rtol=rtol)
     np.testing.assert_allclose(kernel_state, mirror_state, rtol=rtol * 100, atol=rtol)
+
+
+@PRECISIONS
+@MODES
+def test_block_reduction_with_two_warps_equals_the_mirror(emu64, dtype, rtol, beta, gamma):
+    """64 threads per block: the warp-shuffle and shared-memory reduction, with 42 idle threads past d = 150."""
+    (kernel, _), (mirror, _) = _kernel_and_mirror(emu64, dtype, beta, gamma, 3, 2)
+    np.testing.assert_allclose(kernel, mirror, rtol=rtol)
+
+
+def test_threaded_philox_and_init_kernels_equal_numpy(emu64):
+    counter = np.random.default_rng(2).integers(0, 2**32, (1000, 4), dtype=np.uint32)
+    key = np.random.default_rng(3).integers(0, 2**32, (1000, 2), dtype=np.uint32)
+    out = np.zeros_like(counter)
+    emu64.emu_philox_words(_p(counter), _p(key), _p(out), len(counter))
+    np.testing.assert_array_equal(out, philox.philox4x32(np, counter.T, key.T).T)
+    theta, sd, k = np.zeros((3, 100)), np.ones(100), philox.seed_key(4)
+    emu64.emu_init(0, _p(theta), _p(sd), 100, 3, 0, *k)
+    np.testing.assert_allclose(theta, counter_sim._initial(np, k, None, sd, 3, 0, 100, np.float64), rtol=1e-14)
 
 
 def test_a_planted_kernel_error_is_caught(emu):
