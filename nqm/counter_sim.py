@@ -1,11 +1,12 @@
 """Simulation on counter-based noise: the same runs on the CPU (NumPy) and the GPU (CuPy), on the same streams.
 
-The noise of replica r, coordinate i, step t is entry t mod 4 of the Philox block (t div 4, i, r, stream 1)
-(:mod:`nqm.philox`), θ₀'s draw is entry 0 of block (0, i, r, stream 0); nothing depends on how the work is
-split. On CuPy a diagonal problem runs in the fused kernel of ``nqm/cuda/fused.cu`` (state in registers
-across a chunk of steps, noise drawn in-kernel, the loss reduced in-kernel in float64); on NumPy the loop
-below does the same arithmetic in the same order, so it is the kernel's executable specification. Dense Σ
-or a rotated basis take a matrix-product loop (cuBLAS on the GPU) on the same normals.
+The noise of replica r, coordinate i in update t + 1 (t = 0, 1, …) is entry t mod 4 of the Philox block
+(t div 4, i, r, stream 1) (:mod:`nqm.philox`), θ₀'s draw is entry 0 of block (0, i, r, stream 0); nothing
+depends on how the work is split. On CuPy a diagonal problem runs in the fused kernel of
+``nqm/cuda/fused.cu`` (state in registers across a chunk of steps, noise drawn in-kernel, the loss reduced
+in-kernel in float64); on NumPy the loop below does the same arithmetic in the same order, so it is the
+kernel's executable specification. Dense Σ or a rotated basis take a matrix-product loop (cuBLAS on the GPU)
+on the same normals.
 
 Neither the chunking of steps into launches nor the batching of replicas changes a result: both only
 change which counters are computed together.
@@ -24,7 +25,7 @@ from .problem import NoisyQuadratic
 __all__ = ["simulate_counter", "diagonal_coefficients"]
 
 _CPU_BATCH_ELEMENTS = 1 << 18  # rows × d per batch on the CPU: Philox's uint64 temporaries stay small
-_GPU_CHUNK_UPDATES = 1 << 37  # coordinate-updates per kernel launch (about 0.5 s at the H200 target)
+_GPU_CHUNK_UPDATES = 1 << 37  # coordinate-updates per kernel launch (about 0.7 s at the 2·10¹¹/s target)
 _THREADS = 256
 
 
