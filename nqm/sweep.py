@@ -478,25 +478,28 @@ def _header(task, seed: int, fixed: dict) -> dict:
 
 
 def _read(path: Path) -> tuple[dict | None, list[dict]]:
-    """The header and records of a sweep file; a torn last line (a kill mid-write) is cut off the file."""
+    """The header and records of a sweep file; a torn last line (a kill mid-write) is cut off the file.
+
+    The header is checked first, so that a file that is not a sweep file is refused and never modified.
+    """
     if not path.exists() or path.stat().st_size == 0:
         return None, []
     raw = path.read_bytes()
+    try:
+        header = json.loads(raw.split(b"\n", 1)[0])
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        header = None
+    if not isinstance(header, dict) or header.get("nqm_sweep") != _FORMAT:
+        raise ValueError(f"{path} is not an nqm sweep file (no header line); use another path")
     if not raw.endswith(b"\n"):
         keep = raw.rfind(b"\n") + 1
         with open(path, "r+b") as f:
             f.truncate(keep)
         raw = raw[:keep]
-    lines = raw.decode().splitlines()
-    if not lines:
-        return None, []
     try:
-        header = json.loads(lines[0])
-        records = [_decode_record(json.loads(line)) for line in lines[1:] if line.strip()]
+        records = [_decode_record(json.loads(line)) for line in raw.decode().splitlines()[1:] if line.strip()]
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not an nqm sweep file: {exc}") from None
-    if not isinstance(header, dict) or header.get("nqm_sweep") != _FORMAT:
-        raise ValueError(f"{path} is not an nqm sweep file (no header line)")
+        raise ValueError(f"{path}: a record is not valid JSON ({exc}); the file was edited or corrupted") from None
     return header, records
 
 

@@ -171,6 +171,14 @@ def test_a_file_from_another_sweep_is_refused(tmp_path):
         sweep.run("steps_to_target", [{"lr": 0.5}], fixed={"d": 50, "batch_size": 8, "target": 0.1}, path=path, seed=3)
 
 
+def test_a_file_that_is_not_a_sweep_is_refused_and_left_alone(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("my notes, no newline at the end")
+    with pytest.raises(ValueError, match="not an nqm sweep file"):
+        sweep.run("steps_to_target", [{"lr": 0.5}], fixed={"d": 50, "batch_size": 8, "target": 0.1}, path=path)
+    assert path.read_text() == "my notes, no newline at the end"
+
+
 KILLABLE = """
 import os, sys, time
 import numpy as np
