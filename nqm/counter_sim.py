@@ -19,6 +19,8 @@ from functools import partial
 import numpy as np
 
 from .backend import kernels, replica_batch
+from .basis import WorkingBasis
+from .noise import correlate
 from .philox import STREAM_INIT, STREAM_NOISE, normal_block, seed_key
 from .problem import NoisyQuadratic
 
@@ -139,44 +141,26 @@ def _diagonal_rows(xp, key, x, coef, h, beta, gamma, record, row0, chunks, launc
 
 
 def _general_rows(xp, key, x, p, lr, batch_size, pre, beta, gamma, steps, record, row0):
-    """Dense Σ or a rotated basis: one matrix-product step at a time on the same Philox normals.
-
-    As in :func:`nqm.simulate`'s general path: the noise is L z/√B with Σ = LLᵀ (or √c z/√B) in H's basis,
-    and with a basis Q the run works in x = Qθ with H_x = Q diag(h) Qᵀ and P_x = Q diag(p) Qᵀ.
+    """Dense Σ or a rotated basis: one matrix-product step at a time on the same Philox normals, as in
+    :func:`nqm.simulate`'s general path (noise Σ^½ z/√B in H's basis, the run in :class:`nqm.basis.WorkingBasis`).
     """
     rows, d = x.shape
-    dtype = x.dtype
-    scale = 1.0 / np.sqrt(batch_size)
-    factor = None if p.sigma_factor is None else xp.asarray(p.sigma_factor.T * scale, dtype=dtype)
-    noise_sd = xp.asarray(np.sqrt(p.c) * scale, dtype=dtype) if factor is None else None
-    if p.basis is None:
-        h, pre_x = xp.asarray(p.h, dtype=dtype), xp.asarray(pre, dtype=dtype)
-        curvature, precondition, to_x = (lambda y: y * h), (lambda g: g * pre_x), (lambda y: y)
-    else:
-        q = xp.asarray(p.basis, dtype=dtype)
-        h_mat = xp.asarray((p.basis * p.h) @ p.basis.T, dtype=dtype)
-        p_mat = xp.asarray((p.basis * pre) @ p.basis.T, dtype=dtype)
-        curvature, precondition, to_x = (lambda y: y @ h_mat), (lambda g: g @ p_mat), (lambda y: y @ q.T)
-    x = to_x(x)
+    basis = WorkingBasis(p, pre, x.dtype, xp)
+    x = basis.to_working(x)
     v = xp.zeros_like(x) if beta else None
     avg = x.copy() if gamma else None
     losses = np.zeros((rows, record.size))
     coords, reps = xp.arange(d)[None, :], row0 + xp.arange(rows)[:, None]
-
-    def record_loss(k, y):
-        value = 0.5 * xp.sum(y.astype(xp.float64) * curvature(y).astype(xp.float64), axis=1)
-        losses[:, k] = _to_host(xp, value)
-
     k = 0
     if record[0] == 0:
-        record_loss(0, x)
+        losses[:, 0] = _to_host(xp, basis.loss(x))
         k = 1
     z = None
     for t in range(steps):
         if z is None or t % 4 == 0:
-            z = normal_block(xp, key, t // 4, coords, reps, STREAM_NOISE, dtype)
-        noise = to_x(z[t % 4] @ factor if factor is not None else z[t % 4] * noise_sd)
-        step = precondition(curvature(x) + noise)
+            z = normal_block(xp, key, t // 4, coords, reps, STREAM_NOISE, x.dtype)
+        noise = basis.to_working(correlate(z[t % 4], p, 1.0 / np.sqrt(batch_size), xp))
+        step = basis.precondition(basis.curvature(x) + noise)
         if beta:
             v = beta * v + step
             step = v
@@ -184,9 +168,9 @@ def _general_rows(xp, key, x, p, lr, batch_size, pre, beta, gamma, steps, record
         if gamma:
             avg = gamma * avg + (1 - gamma) * x
         if k < record.size and record[k] == t + 1:
-            record_loss(k, avg if gamma else x)
+            losses[:, k] = _to_host(xp, basis.loss(avg if gamma else x))
             k += 1
-    return losses, (x if p.basis is None else x @ q)
+    return losses, basis.to_eigenbasis(x)
 
 
 def _to_host(xp, a):

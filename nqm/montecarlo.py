@@ -28,10 +28,18 @@ import numpy as np
 
 from .backend import choice as backend_choice
 from .backend import resolve as resolve_backend
-from .counter_sim import simulate_counter
-from .noise import check_distribution, minibatch_noise, nested_minibatch_noise
+from .basis import WorkingBasis
+from .counter_sim import _to_host, simulate_counter
+from .noise import check_distribution, correlate, minibatch_noise, nested_minibatch_noise
 from .philox import STREAM_ONE_STEP, normal_block, seed_key
-from .problem import NoisyQuadratic, check_batch_size, check_lr, check_precond, check_unit_interval
+from .problem import (
+    NoisyQuadratic,
+    check_batch_size,
+    check_lr,
+    check_precond,
+    check_replicas,
+    check_unit_interval,
+)
 from .progress import Progress
 
 __all__ = [
@@ -187,35 +195,6 @@ def _diagonal_coefficients(p, lr, batch_size, pre, beta, gamma, dtype):
 
 
 # -- the general path: dense Σ, rotated basis, per-example noise ------------------------------
-class _WorkingBasis:
-    """Operators of the coordinates the simulator works in: H's eigenbasis, or x = Qθ (arrays of module xp)."""
-
-    def __init__(self, p: NoisyQuadratic, pre: np.ndarray, dtype, xp=np):
-        self.xp = xp
-        self.q = None if p.basis is None else xp.asarray(p.basis, dtype=dtype)
-        if p.basis is None:
-            self.h, self.pre = xp.asarray(p.h, dtype=dtype), xp.asarray(pre, dtype=dtype)
-        else:
-            self.h_mat = xp.asarray((p.basis * p.h) @ p.basis.T, dtype=dtype)
-            self.pre_mat = xp.asarray((p.basis * pre) @ p.basis.T, dtype=dtype)
-
-    def to_working(self, theta):
-        return theta if self.q is None else theta @ self.q.T
-
-    def to_eigenbasis(self, x):
-        return x if self.q is None else x @ self.q
-
-    def curvature(self, x):
-        return x * self.h if self.q is None else x @ self.h_mat
-
-    def precondition(self, g):
-        return g * self.pre if self.q is None else g @ self.pre_mat
-
-    def loss(self, x):
-        xp = self.xp
-        return 0.5 * xp.einsum("ij,ij->i", x.astype(xp.float64), self.curvature(x).astype(xp.float64))
-
-
 def _general_tile(
     rng, p, basis, lr, batch_size, beta, gamma, per_example, theta0, steps, record, dtype, progress, keep_state
 ):
@@ -332,9 +311,7 @@ def simulate(
     batch_size = float(check_batch_size(batch_size, integer=per_example is not None))
     if int(steps) != steps or steps < 0:
         raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
-    if int(replicas) != replicas or replicas < 2:
-        raise ValueError(f"replicas must be an integer >= 2, got {replicas!r}")
-    steps, replicas = int(steps), int(replicas)
+    steps, replicas = int(steps), check_replicas(replicas)
     dtype = np.dtype(dtype).type
     if dtype not in (np.float32, np.float64):
         raise ValueError("dtype must be float32 or float64")
@@ -392,7 +369,7 @@ def simulate(
             if fast:
                 tile_coef = {k: (v[sl] if isinstance(v, np.ndarray) else v) for k, v in coef.items()}
                 return _diagonal_tile(rng, tile_coef, theta, steps, rec, dtype, bar, keep_state)
-            basis = _WorkingBasis(p, pre, dtype)
+            basis = WorkingBasis(p, pre, dtype)
             return _general_tile(
                 rng, p, basis, lr, batch_size, beta, gamma, per_example, theta, steps, rec, dtype, bar, keep_state
             )
@@ -449,16 +426,14 @@ def one_step_improvement(
     backends.
     """
     lrs, bs = np.broadcast_arrays(check_lr(lr), check_batch_size(batch_size, integer=per_example is not None))
-    if int(replicas) != replicas or replicas < 2:
-        raise ValueError(f"replicas must be an integer >= 2, got {replicas!r}")
-    replicas = int(replicas)
+    replicas = check_replicas(replicas)
     pre = check_precond(p, precond)
     check_distribution(per_example)
     th = np.asarray(theta, dtype=np.float64)
     if th.shape != (p.d,):
         raise ValueError(f"theta must have shape ({p.d},)")
     xp, counter = _engine(backend, rng, per_example)
-    basis = _WorkingBasis(p, pre, np.float64, xp)
+    basis = WorkingBasis(p, pre, np.float64, xp)
     x = basis.to_working(xp.asarray(th[None, :]))
     loss0 = basis.loss(x)[0]
     grad = basis.curvature(x)
@@ -470,9 +445,7 @@ def one_step_improvement(
             return minibatch_noise(generators[index], p, b, n, per_example)
         coords, reps = xp.arange(p.d)[None, :], r0 + xp.arange(n)[:, None]
         z = normal_block(xp, key, index // 4, coords, reps, STREAM_ONE_STEP)[index % 4]
-        if p.sigma_factor is None:
-            return z * xp.asarray(np.sqrt(p.c / b))
-        return z @ xp.asarray(p.sigma_factor.T / np.sqrt(b))
+        return correlate(z, p, 1.0 / np.sqrt(b), xp)
 
     generators = None if counter else [_rng(seed, i) for i in range(lrs.size)]
 
@@ -484,7 +457,7 @@ def one_step_improvement(
                 n = min(rows, replicas - r0)
                 noise = basis.to_working(draws(index, r0, n, b))
                 value = loss0 - basis.loss(x - eps * basis.precondition(grad + noise))
-                out[r0 : r0 + n] = value.get() if xp is not np else value
+                out[r0 : r0 + n] = _to_host(xp, value)
             return out
 
         return run
@@ -551,7 +524,7 @@ def gradient_norm_trace(
     steps, replicas = int(steps), int(replicas)
     check_distribution(per_example)
     var0 = np.broadcast_to(np.asarray(init_var, dtype=np.float64), (p.d,))
-    basis = _WorkingBasis(p, np.ones(p.d), np.float64)
+    basis = WorkingBasis(p, np.ones(p.d), np.float64)
     rows = max(1, _GENERAL_TILE_ELEMENTS // p.d)
     blocks = list(range(0, replicas, rows))
 

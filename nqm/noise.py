@@ -90,9 +90,15 @@ def minibatch_noise(
         for lo in range(0, b, chunk):
             z += unit_examples(rng, per_example, (min(chunk, b - lo), rows, p.d), dtype).sum(axis=0)
         scale = 1.0 / b
+    return correlate(z, p, scale)
+
+
+def correlate(z, p: NoisyQuadratic, scale: float, xp=np):
+    """``scale``·Σ^½ z in H's basis for rows of unit draws z (rows, d), in z's dtype: √c·z for diagonal Σ,
+    z Lᵀ with Σ = LLᵀ otherwise. ``xp`` is the array module of z (NumPy or CuPy)."""
     if p.sigma_factor is None:
-        return z * (np.sqrt(p.c) * scale).astype(dtype)
-    return (z @ (p.sigma_factor.T * scale)).astype(dtype, copy=False)
+        return z * xp.asarray(np.sqrt(p.c) * scale).astype(z.dtype)
+    return (z @ xp.asarray(p.sigma_factor.T * scale)).astype(z.dtype, copy=False)
 
 
 def nested_minibatch_noise(

@@ -42,10 +42,22 @@ __all__ = [
     "STREAM_INIT",
     "STREAM_NOISE",
     "STREAM_ONE_STEP",
+    "KNOWN_ANSWERS",
 ]
 
 M0, M1 = 0xD2511F53, 0xCD9E8D57
 W0, W1 = 0x9E3779B9, 0xBB67AE85
+# Random123's tests/kat_vectors, rows "philox4x32 10": (counter[4], key[2]) -> words[4]; published data, used
+# by the tests, the CUDA emulation and bench/gpu_check.py
+KNOWN_ANSWERS = (
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    (
+        (0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344),
+        (0xA4093822, 0x299F31D0),
+        (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1),
+    ),
+)
 STREAM_INIT, STREAM_NOISE, STREAM_ONE_STEP = 0, 1, 3  # stream 2: nqm.skip_ahead's jumps
 _LOW = 0xFFFFFFFF
 

@@ -171,3 +171,10 @@ def check_unit_interval(name: str, value) -> float:
     if not (0.0 <= v < 1.0):
         raise ValueError(f"{name} must lie in [0, 1), got {value!r}")
     return v
+
+
+def check_replicas(replicas) -> int:
+    """A replica count: an integer ≥ 2 (a standard error needs two)."""
+    if int(replicas) != replicas or replicas < 2:
+        raise ValueError(f"replicas must be an integer >= 2, got {replicas!r}")
+    return int(replicas)

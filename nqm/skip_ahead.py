@@ -26,9 +26,16 @@ from __future__ import annotations
 import numpy as np
 
 from .backend import resolve as resolve_backend
-from .counter_sim import diagonal_coefficients
-from .philox import STREAM_INIT, normal_block, seed_key
-from .problem import NoisyQuadratic, check_batch_size, check_lr, check_precond, check_unit_interval
+from .counter_sim import _initial, _loss, _to_host, diagonal_coefficients
+from .philox import normal_block, seed_key
+from .problem import (
+    NoisyQuadratic,
+    check_batch_size,
+    check_lr,
+    check_precond,
+    check_replicas,
+    check_unit_interval,
+)
 
 __all__ = ["step_map", "jump_map", "simulate_checkpoints", "STREAM_JUMP"]
 
@@ -102,14 +109,13 @@ def simulate_checkpoints(
     Returns a :class:`nqm.SimulationResult`: the same law as :func:`nqm.simulate` at those steps, at a cost
     that does not grow with the number of steps.
     """
-    from .montecarlo import SimulationResult
+    from .montecarlo import _result
 
     if not p.is_diagonal:
         raise ValueError("skip-ahead needs a diagonal problem (Σ diagonal in H's basis, no rotation)")
     lr, batch_size = float(check_lr(lr)), float(check_batch_size(batch_size))
     beta, gamma = check_unit_interval("momentum", momentum), check_unit_interval("ema", ema)
-    if int(replicas) != replicas or replicas < 2:
-        raise ValueError(f"replicas must be an integer >= 2, got {replicas!r}")
+    replicas = check_replicas(replicas)
     rec = np.unique(np.asarray(record, dtype=np.int64))
     if rec.ndim != 1 or rec.size == 0 or rec[0] < 0:
         raise ValueError("record must be non-negative step counts")
@@ -117,12 +123,12 @@ def simulate_checkpoints(
     key = seed_key(seed)
     step = step_map(p, lr, batch_size, precond, beta, gamma, xp)
     m = step[0].shape[-1]
-    coords, reps = xp.arange(p.d)[None, :], xp.arange(int(replicas))[:, None]
-    sd = xp.asarray(np.sqrt(np.broadcast_to(np.asarray(init_var, dtype=np.float64), (p.d,))))
-    theta0 = normal_block(xp, key, 0, coords, reps, STREAM_INIT)[0] * sd  # as nqm.simulate(rng="philox")
+    coords, reps = xp.arange(p.d)[None, :], xp.arange(replicas)[:, None]
+    sd = np.sqrt(np.broadcast_to(np.asarray(init_var, dtype=np.float64), (p.d,)))
+    theta0 = _initial(xp, key, None, sd, replicas, 0, p.d, np.float64)  # the θ₀ of nqm.simulate(rng="philox")
     x = xp.repeat(theta0[..., None], m, axis=-1)  # θ_{−1} = θ₀ (v₀ = 0) and θ̃₀ = θ₀
     h = xp.asarray(p.h)
-    losses = np.zeros((int(replicas), rec.size))
+    losses = np.zeros((replicas, rec.size))
     now, maps = 0, {}
     for k, target in enumerate(rec.tolist()):
         gap = target - now
@@ -134,12 +140,5 @@ def simulate_checkpoints(
             z = normal_block(xp, key, k, coords, reps, STREAM_JUMP)[:m]  # (m, R, d)
             x = xp.einsum("dij,rdj->rdi", a_k, x) - xp.einsum("dij,jrd->rdi", l_k, z)
             now = target
-        y = x[..., -1] if gamma > 0 else x[..., 0]
-        value = 0.5 * (xp.square(y) * h).sum(axis=1)
-        losses[:, k] = value.get() if xp is not np else value
-    return SimulationResult(
-        steps=rec,
-        mean=losses.mean(axis=0),
-        sem=losses.std(axis=0, ddof=1) / np.sqrt(losses.shape[0]),
-        n=losses.shape[0],
-    )
+        losses[:, k] = _to_host(xp, _loss(xp, x[..., -1] if gamma > 0 else x[..., 0], h))
+    return _result(rec, losses, False, None)

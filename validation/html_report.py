@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import base64
 import html
-import math
 from pathlib import Path
+
+from .report import _num, preamble, verdict
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1a1a1a; margin: 0 auto;
@@ -32,12 +33,6 @@ def _text(v) -> str:
     return f"<b>{s[2:-2]}</b>" if len(s) > 4 and s.startswith("**") and s.endswith("**") else s
 
 
-def _num(x) -> str:
-    if isinstance(x, float):
-        return str(x) if not math.isfinite(x) else f"{x:.4g}"
-    return str(x)
-
-
 def _figure_uri(out_dir: Path, name: str) -> str | None:
     path = out_dir / name
     if not path.is_file():
@@ -57,17 +52,13 @@ def _checks_table(records: list[dict], kind: str) -> list[str]:
     for r in records:
         if r["kind"] != kind:
             continue
-        if kind == "check":
-            verdict = "PASS" if r["passed"] else "FAIL"
-        else:
-            verdict = "rejected" if r["passed"] else "NOT REJECTED"
         se = "exact" if r["exact"] else _num(r["se"])
         fig = f'<a href="#{_anchor(r["figure"])}">{html.escape(r["figure"])}</a>' if r["figure"] else ""
         rows.append(
             f'<tr class="{"" if r["passed"] else "fail"}"><td>{html.escape(r["name"])}</td>'
             f"<td>{html.escape(r['claim'])}</td><td class=num>{r['cells']}</td>"
             f"<td class=num>{_num(r['predicted'])}</td><td class=num>{_num(r['measured'])} ± {se}</td>"
-            f"<td class=num>{_num(r['z'])}</td><td class=verdict>{verdict}</td><td>{fig}</td></tr>"
+            f"<td class=num>{_num(r['z'])}</td><td class=verdict>{verdict(r)}</td><td>{fig}</td></tr>"
         )
     return rows + ["</tbody></table>"]
 
@@ -99,11 +90,7 @@ def write_html(records: list[dict], summary: dict, meta: dict, tables, out_dir: 
         f"<title>nqm validation report — {'all pass' if ok else 'FAILURES'}</title>",
         f"<style>{_STYLE}</style></head><body>",
         "<h1>nqm validation report</h1>",
-        f"<p>Seed {meta['seed']}, {'quick' if meta['quick'] else 'default'} budget, {meta['seconds']:.1f} s. "
-        f"Suite-wide false-alarm budget α = {meta['alpha']} over K = {meta['statistical_cells']} statistical "
-        f"comparisons (Bonferroni) ⇒ critical |z| = {meta['z_crit']:.3f}. A check passes when every cell has "
-        "|measured − predicted| ≤ z·SE + 1e-9·|predicted|; each row shows its worst cell. Every check has "
-        "planted errors (negative controls) that it must reject.</p>",
+        f"<p>{html.escape(preamble(meta))}</p>",
         '<div class="summary" id="summary">',
         f'<div class="tile {"ok" if summary["checks_passed"] == summary["checks"] else "bad"}">'
         f"<b>{summary['checks_passed']}/{summary['checks']}</b>checks pass</div>",

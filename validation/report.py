@@ -9,13 +9,12 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .html_report import write_html
 from .stats import Check, worst_cell
 
 
 def _cell(v) -> str:
     """A markdown table cell: numbers formatted, literal | escaped (it would split the cell)."""
-    return (_num(v) if isinstance(v, float) else str(v)).replace("|", "\\|")
+    return _num(v).replace("|", "\\|")
 
 
 @dataclass
@@ -40,10 +39,28 @@ class Table:
         return lines + [""]
 
 
-def _num(x: float) -> str:
-    if not math.isfinite(x):
-        return str(x)
-    return f"{x:.4g}"
+def _num(x) -> str:
+    """Numbers to 4 significant digits (inf and nan as words); anything else as its text."""
+    if isinstance(x, float):
+        return str(x) if not math.isfinite(x) else f"{x:.4g}"
+    return str(x)
+
+
+def preamble(meta: dict) -> str:
+    """The report's opening: seed, budget, run time and the statistical decision rule."""
+    return (
+        f"Seed {meta['seed']}, {'quick' if meta['quick'] else 'default'} budget, {meta['seconds']:.1f} s. "
+        f"Suite-wide false-alarm budget α = {meta['alpha']} over K = {meta['statistical_cells']} statistical "
+        f"comparisons (Bonferroni) ⇒ critical |z| = {meta['z_crit']:.3f}. A check passes when every cell has "
+        "|measured − predicted| ≤ z·SE + 1e-9·|predicted|; each row shows its worst cell. Exact checks use the "
+        "float tolerance only. Planted errors (negative controls) must be rejected by the checks they accompany."
+    )
+
+
+def verdict(record: dict) -> str:
+    if record["kind"] == "check":
+        return "PASS" if record["passed"] else "FAIL"
+    return "rejected" if record["passed"] else "NOT REJECTED"
 
 
 def _record(c: Check) -> dict:
@@ -90,11 +107,7 @@ def write(checks: list[Check], out_dir, meta: dict, tables: list[Table] = ()) ->
     lines = [
         "# nqm validation report",
         "",
-        f"Seed {meta['seed']}, {'quick' if meta['quick'] else 'default'} budget, {meta['seconds']:.1f} s. "
-        f"Suite-wide false-alarm budget α = {meta['alpha']} over K = {meta['statistical_cells']} statistical "
-        f"comparisons (Bonferroni) ⇒ critical |z| = {meta['z_crit']:.3f}. A check passes when every cell has "
-        "|measured − predicted| ≤ z·SE + 1e-9·|predicted|; each row shows its worst cell. Exact checks use the "
-        "float tolerance only.",
+        preamble(meta),
         "",
         f"**{summary['checks_passed']}/{summary['checks']} checks pass; "
         f"{summary['controls_rejected']}/{summary['controls']} negative controls rejected.**",
@@ -110,16 +123,11 @@ def write(checks: list[Check], out_dir, meta: dict, tables: list[Table] = ()) ->
         for r in records:
             if r["kind"] != kind:
                 continue
-            verdict = (
-                ("PASS" if r["passed"] else "FAIL")
-                if kind == "check"
-                else ("rejected" if r["passed"] else "NOT REJECTED")
-            )
             fig = f"[{r['figure']}]({r['figure']})" if r["figure"] else ""
             se = "exact" if r["exact"] else _num(r["se"])
             lines.append(
                 f"| {_cell(r['name'])} | {_cell(r['claim'])} | {r['cells']} | {_num(r['predicted'])} | "
-                f"{_num(r['measured'])} ± {se} | {_num(r['z'])} | {verdict} | {fig} |"
+                f"{_num(r['measured'])} ± {se} | {_num(r['z'])} | {verdict(r)} | {fig} |"
             )
         lines.append("")
     if tables:
@@ -127,6 +135,8 @@ def write(checks: list[Check], out_dir, meta: dict, tables: list[Table] = ()) ->
         for t in tables:
             lines += t.markdown()
     (out_dir / "report.md").write_text("\n".join(lines))
+    from .html_report import write_html  # it formats with this module's helpers
+
     write_html(records, summary, meta, tables, out_dir)
     return summary
 
