@@ -3,7 +3,8 @@
 1. Device and versions.
 2. Philox4x32-10 words on the GPU against NumPy: the published known answers and 2²⁰ random counters/keys
    (identical, word for word).
-3. The fused kernel against its NumPy mirror on the same counters (SGD; momentum + EMA; float64 and float32):
+3. The fused kernel against its NumPy mirror on the same counters (SGD; momentum + EMA; Nesterov, alone and with
+   EMA; float64 and float32):
    the largest relative difference of per-replica losses; chunked launches against one launch (identical).
 4. Skip-ahead and one-step improvements on CuPy against NumPy.
 5. Throughput of the fused kernel (f32 SGD, many steps per launch) in coordinate-updates/s, against the
@@ -26,7 +27,7 @@ import time
 import numpy as np
 
 import nqm
-from nqm import backend, philox
+from nqm import backend, optim, philox
 from nqm.counter_sim import simulate_counter
 from nqm.skip_ahead import simulate_checkpoints
 
@@ -69,21 +70,30 @@ def check_philox(cp) -> dict:
     }
 
 
+OPTIMISERS = {
+    "sgd": optim.sgd(0.5),
+    "momentum+ema": optim.ema(optim.heavy_ball(0.5, 0.6), 0.9),
+    "nesterov": optim.nesterov(0.5, 0.6),
+    "nesterov+ema": optim.ema(optim.nesterov(0.5, 0.6), 0.9),
+}
+
+
 def check_fused(cp) -> dict:
     p = nqm.NoisyQuadratic.zhang2019(4096)
     out = {}
     for dtype, name in ((np.float64, "f64"), (np.float32, "f32")):
-        for label, kw in (("sgd", {}), ("momentum+ema", {"momentum": 0.6, "ema": 0.9})):
-            common = dict(seed=3, record=[0, 1, 7, 100, 200], dtype=dtype, keep_losses=True, **kw)
-            gpu = nqm.simulate(p, 0.5, 8, 200, 64, backend="cupy", **common)
-            cpu = nqm.simulate(p, 0.5, 8, 200, 64, backend="numpy", rng="philox", **common)
+        for label, opt in OPTIMISERS.items():
+            common = dict(seed=3, at=[0, 1, 7, 100, 200], dtype=dtype, keep_losses=True)
+            gpu = nqm.simulate(p, opt, 8, 200, 64, backend="cupy", **common)
+            cpu = nqm.simulate(p, opt, 8, 200, 64, backend="numpy", rng="philox", **common)
             out[f"{label}, {name}: max rel. diff of losses"] = float(np.max(np.abs(gpu.losses / cpu.losses - 1)))
-    args = (p, 0.5, 8.0, 23, 10, 5, np.ones(p.d), np.ones(p.d), 0.4, 0.7, np.array([0, 1, 4, 5, 22, 23]), np.float32)
+    opt = optim.ema(optim.nesterov(0.5, 0.4), 0.7)
+    args = (p, opt, 8.0, 23, 10, 5, np.ones(p.d), np.array([0, 1, 4, 5, 22, 23]), np.float32)
     whole, _ = simulate_counter(*args, cp)
     parts, _ = simulate_counter(*args, cp, chunk_steps=3, batch_rows=4)
     out["chunked launches identical"] = bool(np.array_equal(whole, parts))
-    a = simulate_checkpoints(p, 1.0, 8, [0, 100, 10**5], 64, seed=1, backend="cupy", momentum=0.5)
-    b = simulate_checkpoints(p, 1.0, 8, [0, 100, 10**5], 64, seed=1, backend="numpy", momentum=0.5)
+    a = simulate_checkpoints(p, optim.heavy_ball(1.0, 0.5), 8, [0, 100, 10**5], 64, seed=1, backend="cupy")
+    b = simulate_checkpoints(p, optim.heavy_ball(1.0, 0.5), 8, [0, 100, 10**5], 64, seed=1, backend="numpy")
     out["skip-ahead CuPy vs NumPy max rel. diff"] = float(np.max(np.abs(a.mean / b.mean - 1)))
     theta = np.linspace(-1, 1, p.d)
     grid = dict(lr=[[0.5], [1.0]], batch_size=[[4.0, 64.0]], replicas=64, seed=2)
@@ -97,20 +107,7 @@ def throughput(cp) -> dict:
     d, rows, steps = 1 << 24, 64, 256
     p = nqm.NoisyQuadratic.zhang2019(d)
     run = lambda: simulate_counter(  # noqa: E731 - timed below
-        p,
-        0.5,
-        8.0,
-        steps,
-        rows,
-        0,
-        np.ones(d),
-        np.ones(d),
-        0.0,
-        0.0,
-        np.array([0, steps]),
-        np.float32,
-        cp,
-        chunk_steps=steps,
+        p, 0.5, 8.0, steps, rows, 0, np.ones(d), np.array([0, steps]), np.float32, cp, chunk_steps=steps
     )
     run()  # compile and warm up
     fused = rows * d * steps / gpu_seconds(cp, run, repeats=2)
@@ -143,9 +140,7 @@ def large_run(cp) -> dict:
     d, rows, steps = 10**7, 10**3, 10**3
     p = nqm.NoisyQuadratic.zhang2019(d)
     start = time.perf_counter()
-    losses, _ = simulate_counter(
-        p, 0.5, 8.0, steps, rows, 0, np.ones(d), np.ones(d), 0.0, 0.0, np.array([0, steps]), np.float32, cp
-    )
+    losses, _ = simulate_counter(p, 0.5, 8.0, steps, rows, 0, np.ones(d), np.array([0, steps]), np.float32, cp)
     cp.cuda.Device().synchronize()
     seconds = time.perf_counter() - start
     return {

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 import nqm
+from nqm import optim
 
 
 def best_rate(fn, updates: float, repeats: int) -> float:
@@ -70,18 +71,19 @@ def main() -> None:
             )
     rates["naive loop float64"] = best_rate(lambda: naive_loop(p, 1.0, 8, args.steps, args.replicas), n, args.repeats)
     runs = {
-        "SGD": dict(),
-        "momentum": dict(momentum=0.9),
-        "EMA": dict(ema=0.9),
-        "momentum + EMA": dict(momentum=0.9, ema=0.9),
+        "SGD": optim.sgd(0.1),
+        "momentum": optim.heavy_ball(0.1, 0.9),
+        "Nesterov": optim.nesterov(0.1, 0.9),
+        "EMA": optim.ema(optim.sgd(0.1), 0.9),
+        "momentum + EMA": optim.ema(optim.heavy_ball(0.1, 0.9), 0.9),
     }
     for dtype in (np.float64, np.float32):
         tag = np.dtype(dtype).name
-        for name, kw in runs.items():
+        for name, opt in runs.items():
             for threads in (1, 2) if name == "SGD" else (2,):
                 rates[f"nqm {name} {tag}, {threads} thread(s)"] = best_rate(
-                    lambda t=threads, dt=dtype, kw=kw: nqm.simulate(
-                        p, 0.1, 8, args.steps, args.replicas, dtype=dt, threads=t, progress=False, **kw
+                    lambda t=threads, dt=dtype, opt=opt: nqm.simulate(
+                        p, opt, 8, args.steps, args.replicas, dtype=dt, threads=t, progress=False
                     ),
                     n,
                     args.repeats,

@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 import nqm
-from nqm import dynamics
+from nqm import dynamics, optim
 
 TARGET = 0.01
 BATCHES = 2.0 ** np.arange(2, 22)
@@ -130,18 +130,20 @@ def main() -> None:
     subset = BATCHES[::5]
     t_naive_mom, (naive_mom, naive_choice) = timed(lambda: naive_momentum_optimum(small, counts, subset), repeats=1)
     t_mom_binned, mom_binned = timed(
-        lambda: dynamics.optimal_steps_to_target(small, TARGET, BATCHES, init_var=counts, optimizer="momentum"),
+        lambda: dynamics.optimal_steps_to_target(small, TARGET, BATCHES, init_var=counts, family="heavy_ball"),
         repeats=1,
     )
     # what the naive answers are worth: exact first hits at the (ε, β) it chose, on its own binned problem
     naive_mom_exact = np.array(
         [  # capped at 4× nqm's optimum on the same problem (inf: slower than that, or never)
-            dynamics.steps_to_target(small, e, b, TARGET, init_var=counts, momentum=beta, max_steps=int(4 * cap))
+            dynamics.steps_to_target(
+                small, optim.heavy_ball(e, beta), b, TARGET, init_var=counts, max_steps=int(4 * cap)
+            )
             for (e, beta), b, cap in zip(naive_choice, subset, mom_binned.steps[::5])
         ]
     )
     t_mom_full, mom_full = timed(
-        lambda: dynamics.optimal_steps_to_target(full, TARGET, BATCHES, optimizer="momentum"), repeats=1
+        lambda: dynamics.optimal_steps_to_target(full, TARGET, BATCHES, family="heavy_ball"), repeats=1
     )
     per_b_naive = t_naive_mom / subset.size
     reference = np.array(

@@ -19,7 +19,7 @@ from concurrent.futures import ProcessPoolExecutor
 import nqm
 from nqm import sweep
 
-FIXED = {"d": 4000, "lr": 0.5, "steps": 300, "replicas": 32, "record": [0, 300]}
+FIXED = {"d": 4000, "lr": 0.5, "steps": 300, "replicas": 32, "at": [0, 300]}
 
 
 def nothing(x, seed):
@@ -56,11 +56,11 @@ def main() -> None:
     args = parser.parse_args()
     params = sweep.grid(batch_size=[4, 64], repeat=range(args.tasks // 2))
     p = nqm.NoisyQuadratic.zhang2019(FIXED["d"])
-    sim = {k: v for k, v in FIXED.items() if k != "d"}
+    sim = {k: v for k, v in FIXED.items() if k not in ("d", "lr")}
 
     def loop():
         for ps in params:
-            nqm.simulate(p, batch_size=ps["batch_size"], seed=sweep.task_seed(0, ps), threads=1, **sim)
+            nqm.simulate(p, FIXED["lr"], batch_size=ps["batch_size"], seed=sweep.task_seed(0, ps), threads=1, **sim)
 
     seconds = {}
     seconds["plain loop of nqm.simulate (1 core)"], _ = timed(loop)

@@ -2,12 +2,13 @@
 
 Three engines share one problem description (:class:`NoisyQuadratic`):
 
+* :mod:`nqm.optim` — optimisers as values (SGD, heavy ball, Nesterov, iterate averaging), which every engine takes;
 * :mod:`nqm.theory` — closed-form one-step quantities (McCandlish et al. 2018, arXiv:1812.06162);
 * :mod:`nqm.dynamics` — exact expected training dynamics (Zhang et al. 2019, arXiv:1907.04164);
 * :func:`nqm.simulate` — Monte Carlo SGD on many replicas, with standard errors.
 """
 
-from . import dynamics, estimators, noise, spectra, theory
+from . import dynamics, estimators, noise, optim, spectra, theory
 from .least_squares import LeastSquares
 from .montecarlo import (
     GradientNormTrace,
@@ -32,6 +33,7 @@ __all__ = [
     "gradient_norm_trace",
     "noise",
     "one_step_improvement",
+    "optim",
     "simulate",
     "spectra",
     "theory",

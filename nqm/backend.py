@@ -13,6 +13,8 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
+
 BACKENDS = ("numpy", "cupy", "auto")
 KERNEL_SOURCE_PATH = Path(__file__).parent / "cuda" / "fused.cu"
 
@@ -107,3 +109,8 @@ def replica_batch(replicas: int, bytes_per_replica: int, free_bytes: int, fracti
             "use float32, a smaller problem, or the NumPy backend"
         )
     return max(1, min(int(replicas), budget // max(1, int(bytes_per_replica))))
+
+
+def to_host(xp, a):
+    """``a`` as a NumPy array (copied from the device when ``xp`` is CuPy)."""
+    return a.get() if hasattr(a, "get") and xp is not np else np.asarray(a)

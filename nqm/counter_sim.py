@@ -18,26 +18,24 @@ from functools import partial
 
 import numpy as np
 
-from .backend import kernels, replica_batch
+from .backend import kernels, replica_batch, to_host
 from .basis import WorkingBasis
 from .noise import correlate
 from .philox import STREAM_INIT, STREAM_NOISE, normal_block, seed_key
-from .problem import NoisyQuadratic
+from .problem import NoisyQuadratic, check_precond
+from .recurrence import DiagonalRecurrence, diagonal_recurrence
 
-__all__ = ["simulate_counter", "diagonal_coefficients"]
+__all__ = ["simulate_counter", "initial_theta", "replica_loss", "diagonal_rows", "chunks", "KIND_CODES"]
 
 _CPU_BATCH_ELEMENTS = 1 << 18  # rows × d per batch on the CPU: Philox's uint64 temporaries stay small
 _GPU_CHUNK_UPDATES = 1 << 37  # coordinate-updates per kernel launch (about 0.7 s at the 2·10¹¹/s target)
 _THREADS = 256
 
-
-def diagonal_coefficients(p: NoisyQuadratic, lr, batch_size, pre, beta, dtype):
-    """Per coordinate: a = 1 + β − ε p h (SGD: β = 0) and the noise scale s = ε p √(c/B), in ``dtype``."""
-    lam = lr * pre * p.h
-    return (1.0 + beta - lam).astype(dtype), (lr * pre * np.sqrt(p.c / batch_size)).astype(dtype)
+KIND_CODES = {"one": 0, "shift": 1, "two": 2}
+"""The fused kernel's ``kind`` argument for each recurrence kind of :mod:`nqm.recurrence`."""
 
 
-def _initial(xp, key, theta0, sd, rows: int, row0: int, d: int, dtype):
+def initial_theta(xp, key, theta0, sd, rows: int, row0: int, d: int, dtype):
     """θ₀ of rows [row0, row0 + rows): ``theta0`` repeated, or entry 0 of Philox block (0, i, r, stream 0)·√var."""
     if theta0 is not None:
         return xp.broadcast_to(xp.asarray(theta0, dtype=dtype), (rows, d)).copy()
@@ -52,49 +50,55 @@ def _initial(xp, key, theta0, sd, rows: int, row0: int, d: int, dtype):
     return (z.astype(xp.float64) * xp.asarray(sd)).astype(dtype)
 
 
-def _loss(xp, x, h):
+def replica_loss(xp, x, h):
+    """½Σ h x² per row, accumulated in float64."""
     # a row-wise sum, not a matrix product: its order must not depend on how many rows are batched
     return 0.5 * (xp.square(x.astype(xp.float64)) * h).sum(axis=1)
 
 
-def _chunk_numpy(key, x, prev, avg, a, s, h, beta, gamma, row0, t0, t1, ck, part):
-    """``nqm_run`` of fused.cu in NumPy: steps t0+1 … t1 on all rows at once, losses at ``ck`` into ``part``."""
+def _chunk_numpy(key, x, aux, avg, kind, coef, h, gamma, row0, t0, t1, ck, part):
+    """``nqm_run`` of fused.cu in NumPy: steps t0+1 … t1 on all rows at once, losses at ``ck`` into ``part``.
+
+    ``coef`` holds the rows f₀₀, f₀₁, f₁₀, f₁₁, u₀, u₁ (u = gσ) of the recurrence; ``kind`` its shape."""
     rows, d = x.shape
     coords, reps = np.arange(d)[None, :], row0 + np.arange(rows)[:, None]
+    f00, f01, f10, f11, u0, u1 = coef
     k = 0
     if k < ck.size and ck[k] == t0:
-        part[:, k] = _loss(np, avg if gamma else x, h)
+        part[:, k] = replica_loss(np, avg if gamma else x, h)
         k += 1
     z = None
     for t in range(t0, t1):  # update t + 1 uses noise index t: entry t mod 4 of block t div 4
         if z is None or t % 4 == 0:
             z = normal_block(np, key, t // 4, coords, reps, STREAM_NOISE, x.dtype)
-        if beta:
-            x, prev = a * x - beta * prev - s * z[t % 4], x
+        zt = z[t % 4]
+        if kind == "one":
+            x = f00 * x + u0 * zt
+        elif kind == "shift":
+            x, aux = f00 * x + f01 * aux + u0 * zt, x
         else:
-            x = a * x - s * z[t % 4]
+            x, aux = f00 * x + f01 * aux + u0 * zt, f10 * x + f11 * aux + u1 * zt
         if gamma:
             avg = gamma * (avg - x) + x
         if k < ck.size and ck[k] == t + 1:
-            part[:, k] = _loss(np, avg if gamma else x, h)
+            part[:, k] = replica_loss(np, avg if gamma else x, h)
             k += 1
-    return x, prev, avg
+    return x, aux, avg
 
 
-def _chunk_cupy(cp, key, x, prev, avg, a, s, h, beta, gamma, row0, t0, t1, ck, part):
-    """One launch of ``nqm_run`` (in place on x, prev, avg)."""
+def _chunk_cupy(cp, key, x, aux, avg, kind, coef, h, gamma, row0, t0, t1, ck, part):
+    """One launch of ``nqm_run`` (in place on x, aux, avg)."""
     rows, d = x.shape
     dt = x.dtype.type
     run = kernels(cp).get_function("nqm_run_f32" if x.dtype == np.float32 else "nqm_run_f64")
     null = np.uint64(0)  # a null pointer argument
     args = (
         x,
-        prev if prev is not None else null,
+        aux if aux is not None else null,
         avg if avg is not None else null,
-        a,
-        s,
+        coef,
         h,
-        dt(beta),
+        np.int32(KIND_CODES[kind]),
         dt(gamma),
         np.int32(d),
         np.int32(rows),
@@ -109,89 +113,77 @@ def _chunk_cupy(cp, key, x, prev, avg, a, s, h, beta, gamma, row0, t0, t1, ck, p
         np.uint32(key[1]),
     )
     run(((d + _THREADS - 1) // _THREADS, min(rows, 65535)), (_THREADS,), args)
-    return x, prev, avg
+    return x, aux, avg
 
 
-def _diagonal_rows(xp, key, x, coef, h, beta, gamma, record, row0, chunks, launch=None):
+def diagonal_rows(xp, key, x, rec: DiagonalRecurrence, h, record, row0, chunk_list, launch=None):
     """Rows [row0, row0 + len(x)) of a diagonal problem, one kernel launch (or NumPy mirror) per chunk.
 
-    ``launch(key, x, prev, avg, a, s, h, beta, gamma, row0, t0, t1, ck, part) -> (x, prev, avg)`` runs one
-    chunk: the CUDA kernel on CuPy, its NumPy mirror on NumPy (the tests also pass the kernel source compiled
-    for the CPU).
+    ``rec`` is the optimiser's recurrence (:mod:`nqm.recurrence`). ``launch(key, x, aux, avg, kind, coef, h,
+    gamma, row0, t0, t1, ck, part) -> (x, aux, avg)`` runs one chunk: the CUDA kernel on CuPy, its NumPy mirror
+    on NumPy (the tests also pass the kernel source compiled for the CPU).
     """
     if launch is None:
         launch = _chunk_numpy if xp is np else partial(_chunk_cupy, xp)
     rows = x.shape[0]
-    a, s = (xp.asarray(c) for c in coef)
+    coef = xp.asarray(rec.coefficients(x.dtype))
     h = xp.asarray(h, dtype=xp.float64)
-    prev = x.copy() if beta else None
-    avg = x.copy() if gamma else None
+    gamma = x.dtype.type(rec.gamma)
+    aux = x * x.dtype.type(rec.initial[1]) if rec.kind != "one" else None  # θ_{−1} = θ₀, or e₁θ₀
+    avg = x.copy() if rec.gamma else None
     losses = np.zeros((rows, record.size))
-    if not chunks:  # no steps: the loss of θ₀ only
-        losses[:, 0] = _to_host(xp, _loss(xp, x, h))
-    for t0, t1 in chunks:
+    if not chunk_list:  # no steps: the loss of θ₀ only
+        losses[:, 0] = to_host(xp, replica_loss(xp, x, h))
+    for t0, t1 in chunk_list:
         # this chunk's checkpoints: (t0, t1], and t0 itself in the first chunk
         lo = int(np.searchsorted(record, t0, side="left" if t0 == 0 else "right"))
         hi = int(np.searchsorted(record, t1, side="right"))
         ck = record[lo:hi]
         part = xp.zeros((rows, max(1, ck.size)))
-        x, prev, avg = launch(key, x, prev, avg, a, s, h, beta, gamma, row0, t0, t1, ck, part)
-        losses[:, lo:hi] = _to_host(xp, part[:, : ck.size])
+        x, aux, avg = launch(key, x, aux, avg, rec.kind, coef, h, gamma, row0, t0, t1, ck, part)
+        losses[:, lo:hi] = to_host(xp, part[:, : ck.size])
     return losses, x
 
 
-def _general_rows(xp, key, x, p, lr, batch_size, pre, beta, gamma, steps, record, row0):
-    """Dense Σ or a rotated basis: one matrix-product step at a time on the same Philox normals, as in
-    :func:`nqm.simulate`'s general path (noise Σ^½ z/√B in H's basis, the run in :class:`nqm.basis.WorkingBasis`).
+def _general_rows(xp, key, x, p, opt, batch_size, steps, record, row0):
+    """Dense Σ or a rotated basis: the optimiser's update (:mod:`nqm.optim`), one matrix-product step at a
+    time, on the same Philox normals as the fused path (noise Σ^½ z/√B in H's basis, the run in
+    :class:`nqm.basis.WorkingBasis`), as in :func:`nqm.simulate`'s general path.
     """
     rows, d = x.shape
-    basis = WorkingBasis(p, pre, x.dtype, xp)
-    x = basis.to_working(x)
-    v = xp.zeros_like(x) if beta else None
-    avg = x.copy() if gamma else None
+    basis = WorkingBasis(p, check_precond(p, opt.precond), x.dtype, xp)
+    state = opt.init(basis.to_working(x))
     losses = np.zeros((rows, record.size))
     coords, reps = xp.arange(d)[None, :], row0 + xp.arange(rows)[:, None]
     k = 0
     if record[0] == 0:
-        losses[:, 0] = _to_host(xp, basis.loss(x))
+        losses[:, 0] = to_host(xp, basis.loss(opt.readout(state)))
         k = 1
     z = None
     for t in range(steps):
         if z is None or t % 4 == 0:
             z = normal_block(xp, key, t // 4, coords, reps, STREAM_NOISE, x.dtype)
         noise = basis.to_working(correlate(z[t % 4], p, 1.0 / np.sqrt(batch_size), xp))
-        step = basis.precondition(basis.curvature(x) + noise)
-        if beta:
-            v = beta * v + step
-            step = v
-        x = x - lr * step
-        if gamma:
-            avg = gamma * avg + (1 - gamma) * x
+        state = opt.update(state, basis.precondition(basis.curvature(state[0]) + noise))
         if k < record.size and record[k] == t + 1:
-            losses[:, k] = _to_host(xp, basis.loss(avg if gamma else x))
+            losses[:, k] = to_host(xp, basis.loss(opt.readout(state)))
             k += 1
-    return losses, basis.to_eigenbasis(x)
+    return losses, basis.to_eigenbasis(state[0])
 
 
-def _to_host(xp, a):
-    return a.get() if hasattr(a, "get") and xp is not np else np.asarray(a)
-
-
-def _chunks(steps: int, chunk_steps: int) -> list[tuple[int, int]]:
+def chunks(steps: int, chunk_steps: int) -> list[tuple[int, int]]:
+    """Consecutive (t0, t1] step ranges of at most ``chunk_steps`` covering 0 … steps."""
     return [(t, min(steps, t + chunk_steps)) for t in range(0, steps, chunk_steps)]
 
 
 def simulate_counter(
     p: NoisyQuadratic,
-    lr: float,
+    opt,
     batch_size: float,
     steps: int,
     replicas: int,
     seed,
     init_var: np.ndarray,
-    pre: np.ndarray,
-    beta: float,
-    gamma: float,
     record: np.ndarray,
     dtype,
     xp,
@@ -212,10 +204,12 @@ def simulate_counter(
     d = p.d
     on_gpu = xp is not np
     itemsize = np.dtype(dtype).itemsize
+    rec = diagonal_recurrence(p, opt, batch_size) if p.is_diagonal else None
     if batch_rows is None:
         if on_gpu:
             free = xp.cuda.runtime.memGetInfo()[0] + xp.get_default_memory_pool().free_bytes()
-            per_row = d * itemsize * (1 + (beta > 0) + (gamma > 0)) * (1 if p.is_diagonal else 8) + 8 * record.size
+            states = opt.order if getattr(opt, "linear", False) else 3
+            per_row = d * itemsize * states * (1 if p.is_diagonal else 8) + 8 * record.size
             batch_rows = replica_batch(replicas, per_row, free)
         else:
             batch_rows = max(1, _CPU_BATCH_ELEMENTS // d)
@@ -223,21 +217,20 @@ def simulate_counter(
         chunk_steps = max(1, _GPU_CHUNK_UPDATES // (min(batch_rows, replicas) * d)) if on_gpu else max(1, steps)
     if int(batch_rows) < 1 or int(chunk_steps) < 1:
         raise ValueError("batch_rows and chunk_steps must be >= 1")
-    chunks = _chunks(steps, int(chunk_steps))
+    chunk_list = chunks(steps, int(chunk_steps))
     sd = np.sqrt(init_var)
     losses = np.zeros((replicas, record.size))
     state = np.empty((replicas, d), dtype=dtype) if keep_state else None
-    coef = diagonal_coefficients(p, lr, batch_size, pre, beta, dtype) if p.is_diagonal else None
     for row0 in range(0, replicas, int(batch_rows)):
         rows = min(int(batch_rows), replicas - row0)
-        x = _initial(xp, key, theta0, sd, rows, row0, d, dtype)
-        if not p.is_diagonal:
-            part, x = _general_rows(xp, key, x, p, lr, batch_size, pre, beta, gamma, steps, record, row0)
+        x = initial_theta(xp, key, theta0, sd, rows, row0, d, dtype)
+        if rec is None:
+            part, x = _general_rows(xp, key, x, p, opt, batch_size, steps, record, row0)
         else:
-            part, x = _diagonal_rows(xp, key, x, coef, p.h, beta, gamma, record, row0, chunks)
+            part, x = diagonal_rows(xp, key, x, rec, p.h, record, row0, chunk_list)
         losses[row0 : row0 + rows] = part
         if keep_state:
-            state[row0 : row0 + rows] = _to_host(xp, x)
+            state[row0 : row0 + rows] = to_host(xp, x)
         if progress is not None:
             progress.update(float(rows) * d * steps)
     return losses, state

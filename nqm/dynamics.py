@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .moments import ema_variance, heavy_ball_variance
-from .problem import NoisyQuadratic, check_batch_size, check_lr, check_precond, check_unit_interval
+from .moments import TwoStateMoments, ema_variance, heavy_ball_variance
+from .noise import step_coefficients
+from .optim import Ema, HeavyBall, Nesterov, Sgd, as_optimizer, require_linear, stable_lr_bound
+from .problem import NoisyQuadratic, check_precond
 
 __all__ = [
     "expected_loss",
@@ -66,16 +68,6 @@ def _checkpoints(steps, at) -> np.ndarray:
     return t.astype(np.int64)
 
 
-def _coefficients(p, lr, batch_size, precond):
-    """(λ, noise std of the θ update) per coordinate: θ ← (1 − ελ)θ − σ z with z ~ unit."""
-    e = float(check_lr(lr))
-    b = float(check_batch_size(batch_size))
-    pre = check_precond(p, precond)
-    lam = e * pre * p.h
-    sigma = e * pre * np.sqrt(p.c / b)
-    return lam, sigma
-
-
 def sgd_variance(lam, noise_var, v0, t):
     """Closed-form ``E[θ_t²]`` of ``θ ← (1 − λ)θ − n``, ``Var n = noise_var``; broadcasts ``t`` (T, 1).
 
@@ -96,31 +88,6 @@ def sgd_variance(lam, noise_var, v0, t):
         return r_t * v0 + growth * noise_var
 
 
-def _transition(lam, sigma, momentum: float, ema: float):
-    """Per-coordinate (F, g, loss index) of the linear state recursion s ← F s + g z.
-
-    State: θ_t; with momentum also θ_{t−1} (εv_t = θ_{t−1} − θ_t, so
-    θ_{t+1} = (1 + β − ελ)θ_t − βθ_{t−1} − σz); with EMA also θ̃_t, updated from θ_{t+1}.
-    """
-    n = lam.size
-    if momentum > 0:
-        row_theta = np.stack([1.0 + momentum - lam, np.full(n, -momentum)], axis=-1)
-        rows = [row_theta, np.tile([1.0, 0.0], (n, 1))]
-        g = [-sigma, np.zeros(n)]
-    else:
-        row_theta = (1.0 - lam)[:, None]
-        rows = [row_theta]
-        g = [-sigma]
-    k = len(rows)
-    if ema > 0:
-        rows = [np.concatenate([r, np.zeros((n, 1))], axis=-1) for r in rows]
-        rows.append(np.concatenate([(1.0 - ema) * row_theta, np.full((n, 1), ema)], axis=-1))
-        g.append((1.0 - ema) * g[0])
-        k += 1
-    f = np.stack(rows, axis=1)  # (n, k, k)
-    return f, np.stack(g, axis=-1), (k - 1 if ema > 0 else 0)
-
-
 def _moment_map(f, g):
     """Augmented (n, k²+1, k²+1) matrix of vec(S) ← (F⊗F) vec(S) + vec(g gᵀ)."""
     n, k, _ = f.shape
@@ -131,12 +98,16 @@ def _moment_map(f, g):
     return m
 
 
-def _linear_second_moments(lam, sigma, v0, momentum, ema, t):
-    """E[(loss component)²] at steps ``t`` (sorted) by powering the affine moment map; shape (T, n)."""
-    f, g, idx = _transition(lam, sigma, momentum, ema)
+def _linear_second_moments(opt, lam, sigma, v0, t):
+    """E[(loss component)²] at steps ``t`` (sorted) by powering the affine moment map of ``opt``'s
+    transition (:mod:`nqm.optim`); shape (T, n)."""
+    f, g = opt.transition(lam)
+    g = g * sigma[:, None]
+    idx = opt.loss_index
     n, k, _ = f.shape
     m = _moment_map(f, g)
-    state = np.concatenate([np.repeat(v0[:, None], k * k, axis=1), np.ones((n, 1))], axis=1)
+    e = np.asarray(opt.initial, dtype=np.float64)
+    state = np.concatenate([v0[:, None] * np.outer(e, e).reshape(1, k * k), np.ones((n, 1))], axis=1)
     gaps = np.diff(np.concatenate([[0], t]))
     powers = [m]
     for _ in range(max(int(gaps.max()).bit_length() - 1, 0) if gaps.size else 0):
@@ -155,43 +126,35 @@ def _linear_second_moments(lam, sigma, v0, momentum, ema, t):
     return out
 
 
-def _second_moments(lam, sigma, v0, beta, gamma, t):
+def _second_moments(opt, lam, sigma, v0, t):
     """E[(loss component)²] (T, n) at sorted integer steps ``t``: a closed form where one exists (SGD;
-    stable momentum or EMA alone, :mod:`nqm.moments`), else the powered moment map (momentum with EMA, and
-    unstable runs). The closed forms are also the more accurate: repeated squaring of the moment map loses
-    digits when β or γ is close to 1 (the tests hold both against the step-by-step recursion)."""
+    stable heavy ball; a stable EMA of SGD, :mod:`nqm.moments`), else the powered moment map of the
+    optimiser's transition (Nesterov, momentum with EMA, unstable runs). The closed forms are also the more
+    accurate: repeated squaring of the moment map loses digits when β or γ is close to 1 (the tests hold both
+    against the step-by-step recursion)."""
     tt = t[:, None].astype(np.float64)
-    if beta == 0 and gamma == 0:
+    if isinstance(opt, Sgd):
         return sgd_variance(lam, sigma**2, v0, tt)
-    if gamma == 0 and np.all((lam > 0) & (lam < 2 * (1 + beta))):
-        return heavy_ball_variance(lam, sigma**2, v0, beta, tt)
-    if beta == 0 and np.all((lam > 0) & (lam < 2)):
-        return ema_variance(lam, sigma**2, v0, gamma, tt)
-    return _linear_second_moments(lam, sigma, v0, beta, gamma, t)
+    if isinstance(opt, HeavyBall) and np.all((lam > 0) & (lam < 2 * (1 + opt.momentum))):
+        return heavy_ball_variance(lam, sigma**2, v0, opt.momentum, tt)
+    if isinstance(opt, Ema) and isinstance(opt.inner, Sgd) and np.all((lam > 0) & (lam < 2)):
+        return ema_variance(lam, sigma**2, v0, opt.gamma, tt)
+    if isinstance(opt, Nesterov) and np.all((lam > 0) & (lam < stable_lr_bound("nesterov", opt.momentum))):
+        f, g = opt.transition(lam)
+        return TwoStateMoments(f, g * sigma[:, None], v0, opt.initial).at(tt)
+    return _linear_second_moments(opt, lam, sigma, v0, t)
 
 
-def expected_loss(
-    p: NoisyQuadratic,
-    lr,
-    batch_size,
-    steps: int,
-    init_var=1.0,
-    precond=None,
-    momentum: float = 0.0,
-    ema: float = 0.0,
-    *,
-    at=None,
-) -> np.ndarray:
-    """Exact E[L_t] of SGD (optionally preconditioned, with heavy-ball momentum and/or iterate EMA).
+def expected_loss(p: NoisyQuadratic, opt, batch_size, steps: int, *, init_var=1.0, at=None) -> np.ndarray:
+    """Exact E[L_t] of a linear optimiser (:mod:`nqm.optim`): SGD, heavy ball, Nesterov, and their EMA.
 
     .. math:: \\mathbb E[L_t] = \\tfrac12 \\sum_i h_i\\,\\mathbb E[\\theta_i(t)^2]
 
     Args:
         p: the problem; only ``h`` and Σ's diagonal ``c`` enter.
-        lr: step ε > 0. batch_size: B ≥ 1 (real allowed).
-        steps: number of steps T.
+        opt: an optimiser value from :mod:`nqm.optim`, or a step ε > 0 meaning ``optim.sgd(ε)``.
+        batch_size: B ≥ 1 (real allowed). steps: number of steps T.
         init_var: E[θ_0²] per coordinate in H's basis, scalar or (d,).
-        precond: (d,) diagonal of P in H's basis. momentum: β in [0, 1). ema: γ in [0, 1).
         at: optional 1-D array of steps in [0, T] at which to evaluate (default: every step).
 
     Returns:
@@ -205,19 +168,19 @@ def expected_loss(
         >>> expected_loss(p, 0.5, 1, 2).tolist()   # ½ · (1 − 0.5)^{2t}
         [0.5, 0.125, 0.03125]
     """
+    opt = require_linear(as_optimizer(opt), "expected_loss")
     t = _checkpoints(steps, at)
-    beta = check_unit_interval("momentum", momentum)
-    gamma = check_unit_interval("ema", ema)
-    lam, sigma = _coefficients(p, lr, batch_size, precond)
+    lam, sigma = step_coefficients(p, opt, batch_size)
     v0 = _init_var(p, init_var)
     order = np.argsort(t, kind="stable")
     t_sorted = t[order]
     loss = np.zeros(t.size)
-    closed = beta == 0 or gamma == 0  # closed forms need O(T·n) memory, the powered map O(n·log T·k⁴)
+    closed = opt.order <= 2  # closed forms: SGD, heavy ball, Nesterov and an EMA of SGD
+    # closed forms need O(T·n) memory, the powered map O(n·log T·m⁴)
     block = max(1, _BLOCK_ELEMENTS // max(t.size, 1)) if closed else 1 << 12
     for lo in range(0, p.d, block):
         sl = slice(lo, lo + block)
-        var = _second_moments(lam[sl], sigma[sl], v0[sl], beta, gamma, t_sorted)
+        var = _second_moments(opt, lam[sl], sigma[sl], v0[sl], t_sorted)
         with np.errstate(over="ignore", invalid="ignore"):
             loss += 0.5 * (var @ p.h[sl])
     loss = np.where(np.isnan(loss), np.inf, loss)  # nan only arises from inf − inf in a diverging run
@@ -226,36 +189,42 @@ def expected_loss(
     return out
 
 
-def steady_state_loss(
-    p: NoisyQuadratic, lr, batch_size, precond=None, momentum: float = 0.0, ema: float = 0.0
-) -> float:
-    """lim E[L_t] as t → ∞: the fixed point of the moment map (inf when the step is unstable).
+def steady_state_loss(p: NoisyQuadratic, opt, batch_size) -> float:
+    """lim E[L_t] as t → ∞ for a linear optimiser: the fixed point of its moment map (inf when unstable).
 
     For SGD per coordinate this is ``εc/(2B(2 − ελ))`` (p = 1); Zhang et al. 2019 give momentum's
     ``(1 + β)εc/(2B(2β + 2 − εh)(1 − β))`` — the tests derive both from this fixed point.
     """
-    beta = check_unit_interval("momentum", momentum)
-    gamma = check_unit_interval("ema", ema)
-    lam, sigma = _coefficients(p, lr, batch_size, precond)
-    f, g, idx = _transition(lam, sigma, beta, gamma)
+    opt = require_linear(as_optimizer(opt), "steady_state_loss")
+    lam, sigma = step_coefficients(p, opt, batch_size)
+    f, g = opt.transition(lam)
+    g = g * sigma[:, None]
     # Stable iff the spectral radius of F is < 1; the moment map's eigenvalues are its products.
     if np.max(np.abs(np.linalg.eigvals(f))) >= 1.0:
         return float("inf")
     m = _moment_map(f, g)
-    kk = f.shape[1] ** 2
-    fixed = np.linalg.solve(np.eye(kk) - m[:, :kk, :kk], m[:, :kk, -1][..., None])[..., 0]
     k = f.shape[1]
+    kk = k * k
+    fixed = np.linalg.solve(np.eye(kk) - m[:, :kk, :kk], m[:, :kk, -1][..., None])[..., 0]
+    idx = opt.loss_index
     return float(0.5 * p.h @ fixed[:, idx * k + idx])
 
 
-def coordinate_variance(p: NoisyQuadratic, lr, batch_size, step, init_var=1.0, precond=None) -> np.ndarray:
+def _sgd_only(opt, name):
+    opt = as_optimizer(opt)
+    if not isinstance(opt, Sgd):
+        raise ValueError(f"{name} is written for (preconditioned) SGD; got {type(opt).__name__}")
+    return opt
+
+
+def coordinate_variance(p: NoisyQuadratic, opt, batch_size, step, *, init_var=1.0) -> np.ndarray:
     """Exact ``E[θ_i(t)²]`` per coordinate (d,) of (preconditioned) SGD at ``step`` t (``inf`` for t = ∞).
 
     Every second-moment quantity of the iterate follows, e.g. ``E|G_t|² = Σ h_i² E[θ_i²]`` and
     ``E[G_tᵀHG_t] = Σ h_i³ E[θ_i²]``; at t = ∞ this is the stationary
     ``ε²p²c/(B·ελ(2 − ελ))`` (McCandlish et al. 2018, App. C; Zhang et al. 2019, §3).
     """
-    lam, sigma = _coefficients(p, lr, batch_size, precond)
+    lam, sigma = step_coefficients(p, _sgd_only(opt, "coordinate_variance"), batch_size)
     v0 = _init_var(p, init_var)
     if step == np.inf:
         with np.errstate(divide="ignore"):
@@ -265,19 +234,21 @@ def coordinate_variance(p: NoisyQuadratic, lr, batch_size, step, init_var=1.0, p
     return sgd_variance(lam, sigma**2, v0, float(step))
 
 
-def noise_scales_along(p: NoisyQuadratic, lr, batch_size, steps: int, precond=None, at=None, init_var=1.0):
-    """Exact (B_noise, B_simple) along an expected SGD run, ratio-of-expectations form; shape (len(at), 2).
+def noise_scales_along(p: NoisyQuadratic, opt, batch_size, steps: int, *, at=None, init_var=1.0):
+    r"""Exact (B_noise, B_simple) along an expected SGD run, ratio-of-expectations form; shape (len(at), 2).
 
-    .. math:: B_\text{noise}(t) = \frac{\\operatorname{tr}(P H P \\Sigma)}{E[G_t^\top P H P G_t]},\\qquad
-              B_\text{simple}(t) = \frac{\\operatorname{tr}\\Sigma}{E|G_t|^2},
+    .. math:: B_\text{noise}(t) = \frac{\operatorname{tr}(P H P \Sigma)}{E[G_t^\top P H P G_t]},\qquad
+              B_\text{simple}(t) = \frac{\operatorname{tr}\Sigma}{E|G_t|^2},
 
     with E[θ_i(t)²] from :func:`sgd_variance` (McCandlish et al. 2018, arXiv:1812.06162, §2.2 and App. D).
     ``at`` defaults to 513 evenly spaced steps of the run, enough for its time average.
     """
-    pre = check_precond(p, precond)
+    opt = _sgd_only(opt, "noise_scales_along")
+    pre = check_precond(p, opt.precond)
     if at is None:
         at = np.unique(np.round(np.linspace(0, steps, 513)))
-    lam, q = lr * pre * p.h, (lr * pre) ** 2 * p.c / batch_size
+    lam, sigma = step_coefficients(p, opt, batch_size)
+    q = sigma**2
     v0 = _init_var(p, init_var)
     out = []
     for chunk in np.array_split(np.asarray(at, dtype=np.float64), max(1, len(at) // 64)):

@@ -59,7 +59,7 @@ def _momentum_break_even(p, target):
     """The smallest batch size (of 2², 2³, …) at which tuned momentum needs fewer than half SGD's steps."""
     batch = 2.0 ** np.arange(2, 22)
     sgd = dynamics.optimal_steps_to_target(p, target, batch)
-    mom = dynamics.optimal_steps_to_target(p, target, batch, optimizer="momentum")
+    mom = dynamics.optimal_steps_to_target(p, target, batch, family="heavy_ball")
     return float(batch[np.argmax(mom.steps < 0.5 * sgd.steps)])
 
 

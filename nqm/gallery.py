@@ -106,7 +106,7 @@ def noise_scale(d: int = 2000, seed: int = 0, target: float = 0.05):
     r = dynamics.optimal_steps_to_target(p, target, [256])
     n = int(r.steps[0])
     at = np.unique(np.round(np.geomspace(1, n, 120)))
-    scales = dynamics.noise_scales_along(p, float(r.lr[0]), 256, n, at=at)
+    scales = dynamics.noise_scales_along(p, r.optimizer(0), 256, n, at=at)
     fig, (ax,) = plots.new_axes(1, width=5.0)
     plots.noise_scale_over_training(at, scales[:, 0], scales[:, 1], ax=ax)
     ax.set_xscale("log")
@@ -122,7 +122,7 @@ def simulation(d: int = 1000, seed: int = 0, target: float = 0.01):
     groups, curves = [], []
     for b in (4, 32, 256):
         curves.append(dynamics.expected_loss(p, 1.0, b, 2000, at=record))
-        r = simulate(p, 1.0, b, 2000, 200, seed=seed + b, record=record, progress=False)
+        r = simulate(p, 1.0, b, 2000, 200, seed=seed + b, at=record, progress=False)
         groups.append((f"simulated, B = {b}", r.steps, r.mean, r.sem))
     plots.theory_vs_simulation(
         record,

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .montecarlo import SimulationResult, _rng, _run_tiles, _threads, default_record
+from .montecarlo import SimulationResult, default_record
+from .parallel import run_tasks, thread_count, tile_rng
 from .problem import NoisyQuadratic, check_batch_size, check_lr
 
 __all__ = ["LeastSquares"]
@@ -121,7 +122,7 @@ class LeastSquares:
 
         def block(r0):
             def run():
-                rng = _rng(seed, r0 // rows)
+                rng = tile_rng(seed, r0 // rows)
                 n = min(rows, replicas - r0)
                 theta = rng.standard_normal((n, self.d)) * np.sqrt(var0)
                 losses = np.empty((n, rec.size))
@@ -136,7 +137,7 @@ class LeastSquares:
 
             return run
 
-        parts = _run_tiles([block(r0) for r0 in blocks], _threads(threads, len(blocks)))
+        parts = run_tasks([block(r0) for r0 in blocks], thread_count(threads, len(blocks)))
         losses = np.concatenate(parts)
         return SimulationResult(
             steps=rec, mean=losses.mean(0), sem=losses.std(0, ddof=1) / np.sqrt(replicas), n=replicas
@@ -155,7 +156,7 @@ class LeastSquares:
 
         def cell(index):
             def run():
-                rng = _rng(seed, index)
+                rng = tile_rng(seed, index)
                 b = int(bs.flat[index])
                 rows = max(1, (1 << 18) // (self.d * b))
                 out = np.empty(replicas)
@@ -167,7 +168,7 @@ class LeastSquares:
 
             return run
 
-        samples = np.array(_run_tiles([cell(i) for i in range(lrs.size)], _threads(threads, lrs.size)))
+        samples = np.array(run_tasks([cell(i) for i in range(lrs.size)], thread_count(threads, lrs.size)))
         samples = samples.reshape(lrs.shape + (replicas,))
         return OneStepResult(
             lr=lrs.copy(),

@@ -25,6 +25,8 @@ __all__ = [
     "ema_stationary",
     "HeavyBallMoments",
     "EmaMoments",
+    "TwoStateMoments",
+    "two_state_stationary",
 ]
 
 
@@ -181,3 +183,113 @@ class EmaMoments:
             coef_x = (1 - gamma) * u * np.where(self.pos, d_pos, d_neg)
             dx, dc, dy = self.dev
             return self.y_inf + coef_x * coef_x * dx + 2 * coef_x * coef_y * dc + coef_y * coef_y * dy
+
+
+class TwoStateMoments:
+    r"""``E[x_t²]`` of the first component of any stable two-state linear recursion ``s' = F s + u z``.
+
+    With ``s₀ = e·x₀`` (``E x₀² = V₀``), the stationary covariance ``S∞`` (the fixed point of
+    ``S ← FSFᵀ + uuᵀ``) and ``D = V₀eeᵀ − S∞``, the deviation propagates as ``F^t D F^{tᵀ}``. By
+    Cayley–Hamilton ``F^t = P_t F − δP_{t−1} I`` with δ = det F and ``P_n = (μ₁ⁿ − μ₂ⁿ)/(μ₁ − μ₂)`` over F's
+    eigenvalues, so with ``r_t = e₀ᵀF^t = (P_tF₀₀ − δP_{t−1}, P_tF₀₁)``
+
+    .. math:: \mathbb E[x_t^2] = X_\infty + r_t D r_t^\top .
+
+    ``P_n`` is formed without cancellation: ``μ₁^{n−1}(1 − rⁿ)/(1 − r)`` with r = μ₂/μ₁ (|r| ≤ 1, and
+    ``expm1(n log r)/expm1(log r)`` when 0 < r, so nothing cancels near critical damping) for real roots,
+    ``m^{n−1} sin(nφ)/sin φ`` for complex ones, ``nμ^{n−1}`` at a double root. This covers Nesterov's
+    momentum (whose noise enters both components, so heavy ball's AR(2) form does not apply); the tests hold it
+    against the powered moment map and a step-by-step recursion. Arrays broadcast; integer ``t``.
+    """
+
+    def __init__(self, f, u, v0, e):
+        f = np.asarray(f, dtype=np.float64)
+        u = np.asarray(u, dtype=np.float64)
+        f00, f01, f10, f11 = f[..., 0, 0], f[..., 0, 1], f[..., 1, 0], f[..., 1, 1]
+        s_inf = two_state_stationary(f, u)
+        self.x_inf = s_inf[..., 0]
+        v0 = np.asarray(v0, dtype=np.float64)
+        e0, e1 = (float(x) for x in e)
+        self.v00 = v0 * e0 * e0
+        self.dev = (v0 * e0 * e0 - s_inf[..., 0], v0 * e0 * e1 - s_inf[..., 1], v0 * e1 * e1 - s_inf[..., 2])
+        self.f00, self.f01 = f00, f01
+        tau, self.delta = f00 + f11, f00 * f11 - f01 * f10
+        disc = tau * tau - 4 * self.delta
+        with np.errstate(divide="ignore", invalid="ignore"):
+            root = np.sqrt(np.abs(disc))
+            sign_tau = np.where(tau < 0, -1.0, 1.0)
+            self.real = disc > 0
+            mu1 = 0.5 * (tau + sign_tau * root)  # the root of larger modulus
+            self.log_abs_mu1 = np.log(np.abs(mu1))
+            self.neg_mu1 = mu1 < 0
+            self.pos_r = self.delta > 0  # r = μ₂/μ₁ = δ/μ₁²
+            self.log_r = np.log1p(-root / np.abs(mu1))  # log r = log(1 − √disc/|μ₁|) when r > 0
+            self.r = self.delta / (mu1 * mu1)
+            self.inv_expm1 = np.where(self.log_r == 0, 1.0, 1.0 / np.expm1(self.log_r))
+            # complex pair m e^{±iφ}, m = √δ; a double root μ = τ/2 when disc = 0
+            self.log_m = 0.5 * np.log(np.abs(self.delta))
+            self.phi = np.arctan2(root, tau)
+            self.sin_phi = np.sin(self.phi)
+            self.double = disc == 0
+            self.log_abs_half_tau = np.log(np.abs(0.5 * tau))
+            self.neg_tau = tau < 0
+
+    def _p(self, n):
+        """P_n for integer n ≥ 0 (array broadcasting against the coordinates)."""
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            parity = np.where(np.mod(n - 1, 2) == 1, -1.0, 1.0)
+            k = n - 1  # the powers below are written so that x⁰ = 1 also for x = 0 (a nilpotent F)
+            lead = _power(self.log_abs_mu1, k) * np.where(self.neg_mu1, parity, 1.0)
+            ratio_pos = np.where(self.log_r == 0, n, np.expm1(n * self.log_r) * self.inv_expm1)
+            r_n = np.where(np.mod(n, 2) == 1, -1.0, 1.0) * np.exp(n * np.log(np.abs(self.r)))
+            ratio_neg = (1 - r_n) / (1 - self.r)
+            real = lead * np.where(self.pos_r, ratio_pos, ratio_neg)
+            complex_ = _power(self.log_m, k) * np.sin(n * self.phi) / self.sin_phi
+            double = n * _power(self.log_abs_half_tau, k) * np.where(self.neg_tau, parity, 1.0)
+            out = np.where(self.real, real, np.where(self.double, double, complex_))
+        return np.where(n == 0, 0.0, out)
+
+    def at(self, t):
+        """E[x_t²] at integer ``t`` broadcasting against the coordinates' shape."""
+        t = np.asarray(t, dtype=np.float64)
+        p_t, p_prev = self._p(t), self._p(np.maximum(t - 1, 0))
+        r0 = p_t * self.f00 - self.delta * p_prev
+        r1 = p_t * self.f01
+        dx, dc, dy = self.dev
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = self.x_inf + r0 * r0 * dx + 2 * r0 * r1 * dc + r1 * r1 * dy
+        return np.where(t == 0, self.v00, out)
+
+
+def _power(log_abs, k):
+    """|x|^k from log|x| for integer k ≥ 0, with 0⁰ = 1."""
+    return np.where(k == 0, 1.0, np.exp(k * log_abs))
+
+
+def two_state_stationary(f, u):
+    """Stationary (E x², E xy, E y²), stacked on the last axis, of ``s' = F s + u z``: the solution of
+    ``(I − M) S = w`` with M the map of ``S ← FSFᵀ`` on the three moments and w = (u₀², u₀u₁, u₁²), by Cramer's
+    rule elementwise (many tiny systems at once); inf where I − M is singular (at the stability edge)."""
+    f00, f01, f10, f11 = f[..., 0, 0], f[..., 0, 1], f[..., 1, 0], f[..., 1, 1]
+    u0, u1 = u[..., 0], u[..., 1]
+    a = (
+        (1 - f00 * f00, -2 * f00 * f01, -f01 * f01),
+        (-f00 * f10, 1 - f00 * f11 - f01 * f10, -f01 * f11),
+        (-f10 * f10, -2 * f10 * f11, 1 - f11 * f11),
+    )
+    w = (u0 * u0, u0 * u1, u1 * u1)
+
+    def det(m):
+        return (
+            m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+            - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+            + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
+        )
+
+    d = det(a)
+    cols = []
+    for j in range(3):
+        m = [[w[i] if k == j else a[i][k] for k in range(3)] for i in range(3)]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cols.append(np.where(d == 0, np.inf, det(m) / np.where(d == 0, 1.0, d)))
+    return np.stack(cols, axis=-1)

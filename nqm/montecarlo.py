@@ -20,27 +20,22 @@ matrix products.
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from .backend import choice as backend_choice
 from .backend import resolve as resolve_backend
+from .backend import to_host
 from .basis import WorkingBasis
-from .counter_sim import _to_host, simulate_counter
+from .counter_sim import simulate_counter
 from .noise import check_distribution, correlate, minibatch_noise, nested_minibatch_noise
+from .optim import as_optimizer
+from .parallel import run_tasks, thread_count, tile_rng
 from .philox import STREAM_ONE_STEP, normal_block, seed_key
-from .problem import (
-    NoisyQuadratic,
-    check_batch_size,
-    check_lr,
-    check_precond,
-    check_replicas,
-    check_unit_interval,
-)
+from .problem import NoisyQuadratic, check_batch_size, check_lr, check_precond, check_replicas
 from .progress import Progress
+from .recurrence import DiagonalRecurrence, diagonal_recurrence
 
 __all__ = [
     "simulate",
@@ -50,6 +45,7 @@ __all__ = [
     "OneStepResult",
     "GradientNormTrace",
     "default_record",
+    "loss_curve",
 ]
 
 _TILE_ELEMENTS = 1 << 14  # 128 KiB of float64 per array: a tile's working set stays in L2.
@@ -104,34 +100,17 @@ def _record(steps: int, record) -> np.ndarray:
     return r
 
 
-def _threads(threads, n_tiles: int) -> int:
-    if threads is None:
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if int(threads) < 1:
-        raise ValueError("threads must be >= 1")
-    return max(1, min(int(threads), n_tiles))
-
-
-def _rng(seed, *key) -> np.random.Generator:
-    return np.random.Generator(np.random.SFC64(np.random.SeedSequence(seed, spawn_key=key)))
-
-
-def _run_tiles(tasks, threads: int):
-    if threads == 1:
-        return [task() for task in tasks]
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(lambda task: task(), tasks))
-
-
 # -- the diagonal fast path -------------------------------------------------------------------
 def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state):
     """Run one (replicas × coordinates) tile of a diagonal problem in place; return its losses.
 
-    When every coordinate has noise (s > 0) the tile works on u = θ/s, where the update
-    ``u ← a·u − z`` needs no multiply of the fresh normals: one pass fewer per step, which matters
-    because a step is a few passes over cache-resident memory beside one normal per coordinate.
+    ``coef`` holds this tile's slice of the optimiser's recurrence (:mod:`nqm.recurrence`). When every
+    coordinate has noise (σ > 0) the tile works on u = s/σ, where SGD's update ``u ← a·u − z`` needs no
+    multiply of the fresh normals: one pass fewer per step, which matters because a step is a few passes over
+    cache-resident memory beside one normal per coordinate.
     """
-    a, s, h, beta, gamma = coef["a"], coef["s"], coef["h"], coef["beta"], coef["gamma"]
+    kind, f, gain, s, h, gamma = (coef[k] for k in ("kind", "f", "gain", "s", "h", "gamma"))
+    a = f[:, 0, 0]
     # Only when θ/s stays far from overflow (u² is accumulated in float64 for the loss).
     scaled = bool(np.all(s >= np.finfo(dtype).tiny ** 0.25))
     theta = theta0.astype(dtype, copy=True)
@@ -141,8 +120,16 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
     else:
         weight = h
     z = np.empty_like(theta)
-    prev = theta.copy() if beta > 0 else None  # θ_{t−1}; θ_{−1} = θ_0 means v_0 = 0
-    tmp = np.empty_like(theta) if beta > 0 else None
+    two = kind != "one"
+    # the second state: θ_{t−1} (θ_{−1} = θ_0 means v_0 = 0) for "shift", e₁θ₀ in general
+    aux = theta * dtype(coef["initial"][1]) if two else None
+    tmp = np.empty_like(theta) if two else None
+    if kind == "shift":
+        beta = -f[:, 0, 1]  # x' = a x − β y − z on positions
+    elif kind == "two":
+        f01, f10, f11, g0, g1 = f[:, 0, 1], f[:, 1, 0], f[:, 1, 1], gain[:, 0], gain[:, 1]
+    plain_gain = kind == "two" or bool(np.all(gain[:, 0] == -1))
+    minus_gain = None if plain_gain else -gain[:, 0]
     avg = theta.copy() if gamma > 0 else None
     losses = np.empty((theta.shape[0], record.size))
     k = 0
@@ -158,13 +145,24 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
         rng.standard_normal(out=z, dtype=dtype)
         if not scaled:
             z *= s
-        if beta > 0:
-            # θ_{t+1} = αθ_t − βθ_{t−1} − s z, with α = 1 + β − ελ (heavy ball written on positions).
-            prev *= beta
-            prev += z
+        if minus_gain is not None:
+            z *= minus_gain
+        if kind == "shift":
+            # θ_{t+1} = aθ_t − βθ_{t−1} − s z (heavy ball written on positions).
+            aux *= beta
+            aux += z
             np.multiply(theta, a, out=tmp)
-            np.subtract(tmp, prev, out=prev)
-            theta, prev = prev, theta
+            np.subtract(tmp, aux, out=aux)
+            theta, aux = aux, theta
+        elif kind == "two":
+            # x' = f₀₀x + f₀₁y + g₀z, y' = f₁₀x + f₁₁y + g₁z, both from the old (x, y)
+            np.multiply(aux, f01, out=tmp)
+            tmp += g0 * z
+            aux *= f11
+            aux += f10 * theta
+            aux += g1 * z
+            theta *= a
+            theta += tmp
         else:
             theta *= a
             theta -= z
@@ -182,48 +180,38 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
     return losses, (theta if keep_state else None)
 
 
-def _diagonal_coefficients(p, lr, batch_size, pre, beta, gamma, dtype):
-    lam = lr * pre * p.h
+def _diagonal_coefficients(rec: DiagonalRecurrence, p, dtype):
     return {
-        # Momentum's position form uses α = 1 + β − ελ in the same slot as SGD's a = 1 − ελ.
-        "a": (1.0 + beta - lam).astype(dtype),
-        "s": (lr * pre * np.sqrt(p.c / batch_size)).astype(dtype),
+        "kind": rec.kind,
+        "f": rec.f.astype(dtype),
+        "gain": rec.gain.astype(dtype),
+        "s": rec.sigma.astype(dtype),
         "h": p.h,
-        "beta": dtype(beta),
-        "gamma": dtype(gamma),
+        "gamma": dtype(rec.gamma),
+        "initial": rec.initial,
     }
 
 
 # -- the general path: dense Σ, rotated basis, per-example noise ------------------------------
-def _general_tile(
-    rng, p, basis, lr, batch_size, beta, gamma, per_example, theta0, steps, record, dtype, progress, keep_state
-):
+def _general_tile(rng, p, basis, opt, batch_size, per_example, theta0, steps, record, dtype, progress, keep_state):
+    """The optimiser's own update (:mod:`nqm.optim`) on rows of replicas, one matrix-product step at a time."""
     x = basis.to_working(theta0.astype(dtype))
-    v = np.zeros_like(x) if beta > 0 else None
-    avg = x.copy() if gamma > 0 else None
+    state = opt.init(x)
     losses = np.empty((x.shape[0], record.size))
     k = 0
     if record[0] == 0:
-        losses[:, 0] = basis.loss(x)
+        losses[:, 0] = basis.loss(opt.readout(state))
         k = 1
     report_every = max(1, steps // 100)
     for t in range(1, steps + 1):
         noise = basis.to_working(minibatch_noise(rng, p, batch_size, x.shape[0], per_example, dtype))
-        step = basis.precondition(basis.curvature(x) + noise)
-        if beta > 0:
-            v *= beta
-            v += step
-            step = v
-        x -= lr * step
-        if gamma > 0:
-            avg *= gamma
-            avg += (1 - gamma) * x
+        state = opt.update(state, basis.precondition(basis.curvature(state[0]) + noise))
         if k < record.size and record[k] == t:
-            losses[:, k] = basis.loss(avg if gamma > 0 else x)
+            losses[:, k] = basis.loss(opt.readout(state))
             k += 1
         if t % report_every == 0:
             progress.update(report_every * x.size)
-    return losses, (basis.to_eigenbasis(x) if keep_state else None)
+    return losses, (basis.to_eigenbasis(state[0]) if keep_state else None)
 
 
 def _engine(backend: str, rng: str | None, per_example):
@@ -255,18 +243,15 @@ def _initial_theta(rng, theta0, init_var, rows, cols: slice, dtype):
 
 def simulate(
     p: NoisyQuadratic,
-    lr,
+    opt,
     batch_size,
     steps: int,
     replicas: int,
+    *,
     seed=0,
     init_var=1.0,
-    precond=None,
-    momentum: float = 0.0,
-    ema: float = 0.0,
+    at=None,
     backend: str = "numpy",
-    record=None,
-    *,
     dtype=np.float64,
     per_example: str | None = None,
     theta0=None,
@@ -276,17 +261,17 @@ def simulate(
     keep_state: bool = False,
     rng: str | None = None,
 ) -> SimulationResult:
-    """Simulate SGD (optionally preconditioned, with momentum and/or EMA) on ``replicas`` replicas.
+    """Simulate an optimiser (:mod:`nqm.optim`) on ``replicas`` independent replicas of the problem.
 
     Args:
-        p: the problem. lr: ε > 0. batch_size: B ≥ 1 (integer with ``per_example``).
-        steps: T ≥ 0. replicas: R ≥ 2 (a standard error needs two).
+        p: the problem. opt: an optimiser value, or a step ε > 0 meaning ``optim.sgd(ε)``.
+        batch_size: B ≥ 1 (integer with ``per_example``). steps: T ≥ 0. replicas: R ≥ 2 (a standard error
+            needs two).
         seed: anything ``numpy.random.SeedSequence`` accepts; the result is a function of it.
         init_var: E[θ_0²] per coordinate in H's basis (scalar or (d,)); θ_0 ~ N(0, diag(init_var)).
-        precond: (d,) diagonal of P in H's basis. momentum: β in [0, 1). ema: γ in [0, 1).
+        at: steps at which the loss is recorded (default: 40 log-spaced, with 0 and T).
         backend: "numpy", "cupy" (an NVIDIA GPU) or "auto" (CuPy if it can run here, else NumPy with a
             notice); the environment variable ``NQM_BACKEND`` overrides it (:mod:`nqm.backend`).
-        record: steps at which the loss is recorded (default: 40 log-spaced, with 0 and T).
         dtype: float64 or float32 state; losses are accumulated in float64.
         per_example: None (batch-scaled Gaussian noise) or a distribution name of
             :data:`nqm.noise.EXAMPLE_DISTRIBUTIONS`; then B examples are drawn and averaged per step.
@@ -299,15 +284,18 @@ def simulate(
             same seed gives the same noise on both backends. On NumPy "philox" is the GPU kernel's reference:
             single-threaded and about 3× slower than "sfc64" on one thread.
 
+    Diagonal problems run the optimiser's transition in a fused loop (:mod:`nqm.recurrence`); dense Σ, a
+    rotated basis or per-example noise run its ``update`` with matrix products.
+
     Example:
         >>> import nqm
         >>> p = nqm.NoisyQuadratic.zhang2019(100)
-        >>> r = nqm.simulate(p, lr=1.0, batch_size=10, steps=50, replicas=64, seed=1)
+        >>> r = nqm.simulate(p, nqm.optim.heavy_ball(0.1, 0.9), 10, 50, 64, seed=1)
         >>> r.steps[[0, -1]].tolist(), r.n
         ([0, 50], 64)
     """
+    opt = as_optimizer(opt)
     xp, counter = _engine(backend, rng, per_example)
-    lr = float(check_lr(lr))
     batch_size = float(check_batch_size(batch_size, integer=per_example is not None))
     if int(steps) != steps or steps < 0:
         raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
@@ -315,11 +303,9 @@ def simulate(
     dtype = np.dtype(dtype).type
     if dtype not in (np.float32, np.float64):
         raise ValueError("dtype must be float32 or float64")
-    beta = check_unit_interval("momentum", momentum)
-    gamma = check_unit_interval("ema", ema)
-    pre = check_precond(p, precond)
+    pre = check_precond(p, opt.precond)
     check_distribution(per_example)
-    rec = _record(steps, record)
+    rec = _record(steps, at)
     var0 = np.broadcast_to(np.asarray(init_var, dtype=np.float64), (p.d,))
     if not np.all(np.isfinite(var0)) or np.any(var0 < 0):
         raise ValueError("init_var must be finite and >= 0")
@@ -333,15 +319,12 @@ def simulate(
         work = float(replicas) * p.d * steps
         losses, state = simulate_counter(
             p,
-            lr,
+            opt,
             batch_size,
             steps,
             replicas,
             seed,
             var0,
-            pre,
-            beta,
-            gamma,
             rec,
             dtype,
             xp,
@@ -349,7 +332,7 @@ def simulate(
             keep_state=keep_state,
             progress=Progress(work, "nqm.simulate", work > 2e10 if progress is None else bool(progress)),
         )
-        return _result(rec, losses, keep_losses, state)
+        return loss_curve(rec, losses, keep_losses, state)
 
     fast = p.is_diagonal and per_example is None
     cols = min(p.d, _TILE_ELEMENTS) if fast else p.d
@@ -359,34 +342,33 @@ def simulate(
     bar = Progress(work, "nqm.simulate", work > 2e9 if progress is None else bool(progress))
 
     if fast:
-        coef = _diagonal_coefficients(p, lr, batch_size, pre, beta, gamma, dtype)
+        coef = _diagonal_coefficients(diagonal_recurrence(p, opt, batch_size), p, dtype)
 
     def task(r0, c0):
         def run():
-            rng = _rng(seed, r0 // rows, c0 // cols)
+            rng = tile_rng(seed, r0 // rows, c0 // cols)
             n_rows, sl = min(rows, replicas - r0), slice(c0, c0 + cols)
             theta = _initial_theta(rng, th0, var0, n_rows, sl, dtype)
             if fast:
                 tile_coef = {k: (v[sl] if isinstance(v, np.ndarray) else v) for k, v in coef.items()}
                 return _diagonal_tile(rng, tile_coef, theta, steps, rec, dtype, bar, keep_state)
             basis = WorkingBasis(p, pre, dtype)
-            return _general_tile(
-                rng, p, basis, lr, batch_size, beta, gamma, per_example, theta, steps, rec, dtype, bar, keep_state
-            )
+            return _general_tile(rng, p, basis, opt, batch_size, per_example, theta, steps, rec, dtype, bar, keep_state)
 
         return run
 
-    outputs = _run_tiles([task(*t) for t in tiles], _threads(threads, len(tiles)))
+    outputs = run_tasks([task(*t) for t in tiles], thread_count(threads, len(tiles)))
     losses = np.zeros((replicas, rec.size))
     state = np.empty((replicas, p.d)) if keep_state else None
     for (r0, c0), (tile_losses, tile_state) in zip(tiles, outputs):  # fixed order: deterministic sums
         losses[r0 : r0 + tile_losses.shape[0]] += tile_losses
         if keep_state:
             state[r0 : r0 + tile_state.shape[0], c0 : c0 + tile_state.shape[1]] = tile_state
-    return _result(rec, losses, keep_losses, state)
+    return loss_curve(rec, losses, keep_losses, state)
 
 
-def _result(record, losses, keep_losses: bool, state) -> SimulationResult:
+def loss_curve(record, losses, keep_losses: bool = False, state=None) -> SimulationResult:
+    """The loss curve of per-replica losses (R, K) at the steps ``record``: mean and standard error."""
     return SimulationResult(
         steps=record,
         mean=losses.mean(axis=0),
@@ -447,7 +429,7 @@ def one_step_improvement(
         z = normal_block(xp, key, index // 4, coords, reps, STREAM_ONE_STEP)[index % 4]
         return correlate(z, p, 1.0 / np.sqrt(b), xp)
 
-    generators = None if counter else [_rng(seed, i) for i in range(lrs.size)]
+    generators = None if counter else [tile_rng(seed, i) for i in range(lrs.size)]
 
     def cell(index):
         def run():
@@ -457,13 +439,13 @@ def one_step_improvement(
                 n = min(rows, replicas - r0)
                 noise = basis.to_working(draws(index, r0, n, b))
                 value = loss0 - basis.loss(x - eps * basis.precondition(grad + noise))
-                out[r0 : r0 + n] = _to_host(xp, value)
+                out[r0 : r0 + n] = to_host(xp, value)
             return out
 
         return run
 
-    threads = 1 if counter else _threads(threads, lrs.size)  # one device stream; the Philox mirror is serial
-    samples = _run_tiles([cell(i) for i in range(lrs.size)], threads)
+    threads = 1 if counter else thread_count(threads, lrs.size)  # one device stream; the Philox mirror is serial
+    samples = run_tasks([cell(i) for i in range(lrs.size)], threads)
     samples = np.array(samples).reshape(lrs.shape + (replicas,))
     return OneStepResult(
         lr=lrs.copy(),
@@ -530,7 +512,7 @@ def gradient_norm_trace(
 
     def block(r0):
         def run():
-            rng = _rng(seed, r0 // rows)
+            rng = tile_rng(seed, r0 // rows)
             n = min(rows, replicas - r0)
             x = basis.to_working(_initial_theta(rng, None, var0, n, slice(0, p.d), np.float64))
             out = {k: np.empty((n, steps)) for k in ("small", "big", "cons", "true", "ghg")}
@@ -551,7 +533,7 @@ def gradient_norm_trace(
 
         return run
 
-    parts = _run_tiles([block(r0) for r0 in blocks], _threads(threads, len(blocks)))
+    parts = run_tasks([block(r0) for r0 in blocks], thread_count(threads, len(blocks)))
     cat = {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
     return GradientNormTrace(
         cat["small"], cat["big"], cat["cons"], cat["true"], cat["ghg"], b_small, b_big, p.trace_sigma, p.trace_h_sigma

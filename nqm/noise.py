@@ -13,9 +13,44 @@ from __future__ import annotations
 
 import numpy as np
 
-from .problem import NoisyQuadratic
+from .problem import NoisyQuadratic, check_batch_size, check_precond
 
-__all__ = ["EXAMPLE_DISTRIBUTIONS", "STUDENT_T_DF", "unit_examples", "minibatch_noise", "nested_minibatch_noise"]
+__all__ = [
+    "EXAMPLE_DISTRIBUTIONS",
+    "STUDENT_T_DF",
+    "unit_examples",
+    "minibatch_noise",
+    "nested_minibatch_noise",
+    "injected_variance",
+    "step_coefficients",
+]
+
+
+# -- the noise model of the exact engines: what a step injects per coordinate of H's basis ------------------
+def injected_variance(p: NoisyQuadratic, batch_size, precond=None) -> np.ndarray:
+    r"""Variance of the preconditioned minibatch noise per coordinate of H's basis, per unit step ε²:
+
+    .. math:: \operatorname{Var}(P\xi_B)_i = p_i^2 c_i / B
+
+    (McCandlish et al. 2018, arXiv:1812.06162, eq. 2.3; Zhang et al. 2019, arXiv:1907.04164, §3). ``batch_size``
+    broadcasts against the coordinates (e.g. a column (n, 1) of batch sizes gives (n, d)). Only Σ's diagonal
+    enters: the exact engines need E[θ_i²], and the coordinates of H's basis decouple in mean square.
+    """
+    pre = check_precond(p, precond)
+    return pre * pre * p.c / check_batch_size(batch_size)
+
+
+def step_coefficients(p: NoisyQuadratic, opt, batch_size):
+    """(λ, σ) per coordinate of H's basis for one step of ``opt``: ``λ = εph`` and ``σ = εp√(c/B)``.
+
+    ``σ² = ε²·injected_variance`` is the variance a step of size ε injects; every linear optimiser's transition
+    (:mod:`nqm.optim`) is written in λ and σ, so this is where the noise model enters the exact engines and
+    the fused simulators.
+    """
+    e, b = float(opt.lr), float(check_batch_size(batch_size))
+    pre = check_precond(p, opt.precond)
+    return e * pre * p.h, e * pre * np.sqrt(p.c / b)
+
 
 STUDENT_T_DF = 5.0
 """Degrees of freedom of the scaled Student-t examples (finite fourth moment needs df > 4)."""

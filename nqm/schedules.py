@@ -21,6 +21,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from .dynamics import _init_var
+from .noise import injected_variance
 from .problem import NoisyQuadratic, check_batch_size, check_precond
 from .whole_runs import _check_target, optimal_steps_to_target
 
@@ -53,7 +54,7 @@ class _PiecewiseLoss:
         pre = check_precond(p, precond)
         self.half_h = 0.5 * p.h
         self.kappa = pre * p.h
-        self.gamma = pre * pre * p.c / float(check_batch_size(batch_size))
+        self.gamma = injected_variance(p, batch_size, pre)
         self.v0 = _init_var(p, init_var)
 
     def _piece(self, eps):
@@ -117,7 +118,7 @@ def optimal_piecewise_schedule(
         raise ValueError(f"pieces must be a positive integer, got {pieces!r}")
     k = int(pieces)
     model = _PiecewiseLoss(p, batch_size, init_var, precond)
-    start = optimal_steps_to_target(p, target, [batch_size], init_var, precond)
+    start = optimal_steps_to_target(p, target, [batch_size], init_var=init_var, precond=precond)
     t_const = float(start.steps_continuous[0])
     if not np.isfinite(t_const):
         return PiecewiseSchedule(np.full(k, np.nan), np.zeros(k), np.inf, np.inf, np.nan)
@@ -197,7 +198,7 @@ def _greedy(p, batch_rule, steps, init_var, precond, target) -> GreedyRun:
     grad_w = pre * p.h**2  # tr(PH²M) = Σ p h² V
     curv_w = pre**2 * p.h**3  # tr(P²H³M) = Σ p² h³ V
     noise = float((pre**2 * p.h) @ p.c)  # tr(P²HΣ)
-    injected = pre**2 * p.c
+    injected = injected_variance(p, 1.0, pre)  # per unit batch: divided by B_t below
     lrs, batches, losses = [], [], [0.5 * p.h @ v]
     for _ in range(cap):
         if target is not None and losses[-1] <= target:

@@ -1,6 +1,7 @@
 """Exact skip-ahead: jump a linear Gaussian run from checkpoint to checkpoint without the steps between.
 
-On a diagonal problem each coordinate's state x (θ; with momentum also θ_{t−1}; with the EMA also θ̃) follows
+On a diagonal problem each coordinate's state x (θ and whatever the optimiser carries: θ_{t−1} for heavy ball,
+εv for Nesterov, θ̃ for an EMA) follows the optimiser's transition (:mod:`nqm.optim`),
 x_{t+1} = A x_t + n_t with Gaussian n_t ~ N(0, Q). Over k steps
 
 .. math:: x_{t+k} \\mid x_t \\sim \\mathcal{N}(A^k x_t,\\; Q_k),\\qquad Q_k = \\sum_{j<k} A^j Q A^{j\\top},
@@ -16,7 +17,7 @@ The normals come from Philox (stream 2, block = the jump's index), θ₀ from th
 Example:
     >>> import nqm
     >>> p = nqm.NoisyQuadratic.zhang2019(100)
-    >>> r = simulate_checkpoints(p, lr=1.0, batch_size=8, record=[0, 10**6], replicas=64, seed=0)
+    >>> r = simulate_checkpoints(p, 1.0, 8, [0, 10**6], 64, seed=0)
     >>> r.steps.tolist(), r.n
     ([0, 1000000], 64)
 """
@@ -26,41 +27,26 @@ from __future__ import annotations
 import numpy as np
 
 from .backend import resolve as resolve_backend
-from .counter_sim import _initial, _loss, _to_host, diagonal_coefficients
+from .backend import to_host
+from .counter_sim import initial_theta, replica_loss
+from .montecarlo import loss_curve
+from .noise import step_coefficients
+from .optim import as_optimizer, require_linear
 from .philox import normal_block, seed_key
-from .problem import (
-    NoisyQuadratic,
-    check_batch_size,
-    check_lr,
-    check_precond,
-    check_replicas,
-    check_unit_interval,
-)
+from .problem import NoisyQuadratic, check_batch_size, check_replicas
 
 __all__ = ["step_map", "jump_map", "simulate_checkpoints", "STREAM_JUMP"]
 
 STREAM_JUMP = 2
 
 
-def step_map(p: NoisyQuadratic, lr, batch_size, precond=None, momentum: float = 0.0, ema: float = 0.0, xp=np):
-    """One step's (A, Q), each (d, m, m): state (θ[, θ_{t−1}][, θ̃]), m = 1 + [β > 0] + [γ > 0].
-
-    SGD θ' = aθ − s z; heavy ball θ' = aθ − βθ_{t−1} − s z with a = 1 + β − ε p h; EMA θ̃' = γθ̃ + (1 − γ)θ'.
-    """
-    pre = check_precond(p, precond)
-    a, s = diagonal_coefficients(p, float(lr), float(batch_size), pre, momentum, np.float64)
-    m = 1 + (momentum > 0) + (ema > 0)
-    big_a = np.zeros((p.d, m, m))
-    noise = np.zeros((p.d, m))  # n = noise·(−z): the direction each state takes the step's normal
-    big_a[:, 0, 0], noise[:, 0] = a, s
-    if momentum > 0:
-        big_a[:, 0, 1] = -momentum
-        big_a[:, 1, 0] = 1.0
-    if ema > 0:
-        e = m - 1
-        big_a[:, e, :] = (1 - ema) * big_a[:, 0, :]
-        big_a[:, e, e] += ema
-        noise[:, e] = (1 - ema) * s
+def step_map(p: NoisyQuadratic, opt, batch_size, xp=np):
+    """One step's (A, Q), each (d, m, m), of a linear optimiser (or a step ε, meaning SGD): A = F and
+    Q = σ² g gᵀ from its transition (:mod:`nqm.optim`), m its number of state components."""
+    opt = require_linear(as_optimizer(opt), "skip-ahead")
+    lam, sigma = step_coefficients(p, opt, batch_size)
+    big_a, gain = opt.transition(lam)
+    noise = gain * sigma[:, None]  # the direction each state takes the step's normal
     q = noise[:, :, None] * noise[:, None, :]
     return xp.asarray(big_a), xp.asarray(q)
 
@@ -92,41 +78,29 @@ def _factor(q, xp):
 
 
 def simulate_checkpoints(
-    p: NoisyQuadratic,
-    lr,
-    batch_size,
-    record,
-    replicas: int,
-    seed=0,
-    init_var=1.0,
-    precond=None,
-    momentum: float = 0.0,
-    ema: float = 0.0,
-    backend: str = "numpy",
+    p: NoisyQuadratic, opt, batch_size, at, replicas: int, *, seed=0, init_var=1.0, backend: str = "numpy"
 ):
-    """Monte Carlo losses at the checkpoints ``record`` by exact jumps (diagonal problems; float64).
+    """Monte Carlo losses at the checkpoints ``at`` by exact jumps (diagonal problems; float64).
 
     Returns a :class:`nqm.SimulationResult`: the same law as :func:`nqm.simulate` at those steps, at a cost
     that does not grow with the number of steps.
     """
-    from .montecarlo import _result
-
     if not p.is_diagonal:
         raise ValueError("skip-ahead needs a diagonal problem (Σ diagonal in H's basis, no rotation)")
-    lr, batch_size = float(check_lr(lr)), float(check_batch_size(batch_size))
-    beta, gamma = check_unit_interval("momentum", momentum), check_unit_interval("ema", ema)
+    opt = require_linear(as_optimizer(opt), "skip-ahead")
+    batch_size = float(check_batch_size(batch_size))
     replicas = check_replicas(replicas)
-    rec = np.unique(np.asarray(record, dtype=np.int64))
+    rec = np.unique(np.asarray(at, dtype=np.int64))
     if rec.ndim != 1 or rec.size == 0 or rec[0] < 0:
-        raise ValueError("record must be non-negative step counts")
+        raise ValueError("at must be non-negative step counts")
     xp = resolve_backend(backend)
     key = seed_key(seed)
-    step = step_map(p, lr, batch_size, precond, beta, gamma, xp)
+    step = step_map(p, opt, batch_size, xp)
     m = step[0].shape[-1]
     coords, reps = xp.arange(p.d)[None, :], xp.arange(replicas)[:, None]
     sd = np.sqrt(np.broadcast_to(np.asarray(init_var, dtype=np.float64), (p.d,)))
-    theta0 = _initial(xp, key, None, sd, replicas, 0, p.d, np.float64)  # the θ₀ of nqm.simulate(rng="philox")
-    x = xp.repeat(theta0[..., None], m, axis=-1)  # θ_{−1} = θ₀ (v₀ = 0) and θ̃₀ = θ₀
+    theta0 = initial_theta(xp, key, None, sd, replicas, 0, p.d, np.float64)  # the θ₀ of nqm.simulate(rng="philox")
+    x = theta0[..., None] * xp.asarray(opt.initial)  # s₀ = eθ₀: θ_{−1} = θ₀ (v₀ = 0), εv₀ = 0, θ̃₀ = θ₀
     h = xp.asarray(p.h)
     losses = np.zeros((replicas, rec.size))
     now, maps = 0, {}
@@ -140,5 +114,5 @@ def simulate_checkpoints(
             z = normal_block(xp, key, k, coords, reps, STREAM_JUMP)[:m]  # (m, R, d)
             x = xp.einsum("dij,rdj->rdi", a_k, x) - xp.einsum("dij,jrd->rdi", l_k, z)
             now = target
-        losses[:, k] = _to_host(xp, _loss(xp, x[..., -1] if gamma > 0 else x[..., 0], h))
-    return _result(rec, losses, False, None)
+        losses[:, k] = to_host(xp, replica_loss(xp, x[..., opt.loss_index], h))
+    return loss_curve(rec, losses)

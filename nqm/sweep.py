@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import optim
 from .progress import Progress
 
 __all__ = ["grid", "run", "load", "InlineExecutor", "SweepResult", "SweepTaskError", "TASKS", "task_seed"]
@@ -245,6 +246,20 @@ def _split_problem(kwargs: dict):
     return p, kwargs
 
 
+_OPTIMIZER_KEYS = ("lr", "momentum", "nesterov", "ema", "precond")
+
+
+def _split_optimizer(kwargs: dict):
+    """The optimiser value built from plain parameters: ``lr``, ``momentum`` β (heavy ball, or Nesterov with
+    ``nesterov=True``), ``ema`` γ and ``precond``; the rest of ``kwargs`` goes to the task's function."""
+    spec = {k: kwargs.pop(k) for k in _OPTIMIZER_KEYS if k in kwargs}
+    if "lr" not in spec:
+        raise ValueError("the task needs lr (and optionally momentum, nesterov, ema, precond_power)")
+    family = optim.nesterov if spec.get("nesterov", False) else optim.heavy_ball
+    base = family(spec["lr"], spec.get("momentum", 0.0), spec.get("precond"))
+    return optim.ema(base, spec.get("ema", 0.0)), kwargs
+
+
 def simulate_task(*, seed, threads=1, **kwargs) -> dict:
     """:func:`nqm.simulate` (one thread per task: the sweep provides the parallelism).
 
@@ -253,7 +268,8 @@ def simulate_task(*, seed, threads=1, **kwargs) -> dict:
     from .montecarlo import simulate
 
     p, kwargs = _split_problem(kwargs)
-    r = simulate(p, seed=seed, threads=threads, progress=False, **kwargs)
+    opt, kwargs = _split_optimizer(kwargs)
+    r = simulate(p, opt, seed=seed, threads=threads, progress=False, **kwargs)
     return {"at": r.steps, "mean": r.mean, "sem": r.sem, "n": r.n}
 
 
@@ -262,8 +278,9 @@ def expected_loss_task(*, seed, steps, at=None, **kwargs) -> dict:
     from .dynamics import expected_loss
 
     p, kwargs = _split_problem(kwargs)
+    opt, kwargs = _split_optimizer(kwargs)
     at = np.arange(steps + 1) if at is None else np.asarray(at)
-    return {"at": at, "loss": expected_loss(p, steps=steps, at=at, **kwargs)}
+    return {"at": at, "loss": expected_loss(p, opt, steps=steps, at=at, **kwargs)}
 
 
 def steps_to_target_task(*, seed, **kwargs) -> dict:
@@ -271,7 +288,8 @@ def steps_to_target_task(*, seed, **kwargs) -> dict:
     from .whole_runs import steps_to_target
 
     p, kwargs = _split_problem(kwargs)
-    return {"steps": float(steps_to_target(p, **kwargs))}
+    opt, kwargs = _split_optimizer(kwargs)
+    return {"steps": float(steps_to_target(p, opt, **kwargs))}
 
 
 def optimal_steps_to_target_task(*, seed, batch_size=None, batch_sizes=None, **kwargs) -> dict:
@@ -289,33 +307,16 @@ def optimal_steps_to_target_task(*, seed, batch_size=None, batch_sizes=None, **k
     return {k: (v[0] if batch_size is not None else v) for k, v in out.items()}
 
 
-def validate_task(*, seed, quick=True, only=None, out=None) -> dict:
-    """The validation suite (or the checks named in ``only``, e.g. ``["V4"]``) under the task's seed.
-
-    Sweeping it over ``repeat=range(n)`` measures the suite's false-alarm rate. Returns the counts, ``ok``
-    and the names of failed checks and unrejected controls. The report goes to ``out/<seed>`` if given.
-    """
-    import tempfile
-
-    from validation.runner import run as run_suite
-
-    with tempfile.TemporaryDirectory() as tmp:
-        where = Path(out) / str(seed) if out is not None else Path(tmp)
-        s = run_suite(where, quick=quick, seed=seed, log=lambda m: None, only=only)
-    keep = ("ok", "checks", "checks_passed", "controls", "controls_rejected", "failed")
-    return {k: s[k] for k in keep if k in s}
-
-
 TASKS: dict[str, Callable] = {
     "simulate": simulate_task,
     "expected_loss": expected_loss_task,
     "steps_to_target": steps_to_target_task,
     "optimal_steps_to_target": optimal_steps_to_target_task,
-    "validate": validate_task,
 }
 """Built-in tasks by name. Parameters ``problem`` ("zhang2019", "power_law" or a problem object in ``fixed``),
 ``d``, ``exponent``, ``noise_exponent``, ``noise_scale`` choose the problem and ``precond_power`` sets
-P = H^(−power); the rest go to the function of the same name."""
+P = H^(−power); ``lr``, ``momentum``, ``nesterov`` and ``ema`` build the optimiser (:mod:`nqm.optim`); the rest go
+to the function of the same name. The validation suite's task is ``validation.sweep_task.validate_task``."""
 
 
 def _resolve(task):

@@ -29,9 +29,29 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dynamics import _coefficients, _init_var, _second_moments, steady_state_loss
-from .moments import EmaMoments, HeavyBallMoments, ema_stationary, heavy_ball_stationary
-from .problem import NoisyQuadratic, check_batch_size, check_precond, check_unit_interval
+from .dynamics import _init_var, _second_moments, steady_state_loss
+from .moments import (
+    EmaMoments,
+    HeavyBallMoments,
+    TwoStateMoments,
+    ema_stationary,
+    heavy_ball_stationary,
+    two_state_stationary,
+)
+from .noise import injected_variance, step_coefficients
+from .optim import (
+    FAMILIES,
+    Nesterov,
+    Sgd,
+    as_optimizer,
+    ema,
+    heavy_ball,
+    nesterov,
+    require_linear,
+    sgd,
+    stable_lr_bound,
+)
+from .problem import NoisyQuadratic, check_batch_size, check_precond
 
 __all__ = ["steps_to_target", "optimal_steps_to_target", "OptimalRuns", "fit_frontier"]
 
@@ -54,7 +74,7 @@ class _SGDLoss:
         b = np.atleast_1d(check_batch_size(batch_size))
         self.half_h = 0.5 * p.h
         self.kappa = pre * p.h  # λ = ε κ
-        self.gamma = (pre * pre * p.c)[None, :] / b[:, None]  # ε²γ is the injected variance
+        self.gamma = injected_variance(p, b[:, None], pre)  # ε²γ is the injected variance
         self.v0 = _init_var(p, init_var)
 
     def at(self, x) -> _Rows:
@@ -182,20 +202,20 @@ def _monotone(loss: _SGDLoss, x) -> np.ndarray:
     return np.all(rows.ell < 0, axis=1) & np.all(loss.v0 >= rows.v_inf * (1 - 1e-12), axis=1)
 
 
-def _dense_first_hit(p, lr, batch_size, target, init_var, precond, momentum, ema, max_steps):
-    """First integer t with E[L_t] ≤ target by exact evaluation of every step (any dynamics).
+def _dense_first_hit(p, opt, batch_size, target, init_var, max_steps):
+    """First integer t with E[L_t] ≤ target by exact evaluation of every step (any linear optimiser).
 
     Chunks of steps double in length, so a long scan costs few Python round trips. The scan stops early
     with inf once the run has settled above the target to float resolution.
     """
-    lam, sigma = _coefficients(p, lr, batch_size, precond)
+    lam, sigma = step_coefficients(p, opt, batch_size)
     v0 = _init_var(p, init_var)
-    stationary = steady_state_loss(p, lr, batch_size, precond, momentum, ema)
+    stationary = steady_state_loss(p, opt, batch_size)
     start, chunk = 0, _DENSE_CHUNK
     while start <= max_steps:
         ts = np.arange(start, min(start + chunk, max_steps + 1))
         # E[L] over this chunk: the moment map is re-powered from t = 0, exact at every step
-        var = _second_moments(lam, sigma, v0, momentum, ema, ts)
+        var = _second_moments(opt, lam, sigma, v0, ts)
         with np.errstate(over="ignore", invalid="ignore"):
             losses = 0.5 * (var @ p.h)
         hit = np.nonzero(losses <= target)[0]
@@ -209,25 +229,15 @@ def _dense_first_hit(p, lr, batch_size, target, init_var, precond, momentum, ema
     return float("inf")
 
 
-def steps_to_target(
-    p: NoisyQuadratic,
-    lr,
-    batch_size,
-    target,
-    init_var=1.0,
-    precond=None,
-    momentum: float = 0.0,
-    ema: float = 0.0,
-    *,
-    max_steps: int = 10**7,
-):
+def steps_to_target(p: NoisyQuadratic, opt, batch_size, target, *, init_var=1.0, max_steps: int = 10**7):
     """The first step t with E[L_t] ≤ target (an int), or ``inf`` when the run never gets there.
 
-    SGD (optionally preconditioned) whose coordinates all relax downwards is solved in closed form: root of
-    the continuous L(t) = target, then the first integer, checked exactly. Every other case — momentum
-    (underdamped runs oscillate), EMA, coordinates that start below their stationary level, unstable steps —
-    is scanned step by step with the exact moment recursion, so the answer is the true first hitting time;
-    that costs O(t·d) and stops at ``max_steps``.
+    ``opt`` is a linear optimiser of :mod:`nqm.optim` (a plain ε means ``optim.sgd(ε)``). SGD (optionally
+    preconditioned) whose coordinates all relax downwards is solved in closed form: root of the continuous
+    L(t) = target, then the first integer, checked exactly. Every other case — momentum (underdamped runs
+    oscillate), EMA, coordinates that start below their stationary level, unstable steps — is scanned step by
+    step with the exact moment recursion, so the answer is the true first hitting time; that costs O(t·d) and
+    stops at ``max_steps``.
 
     Example:
         >>> from nqm import NoisyQuadratic
@@ -235,13 +245,12 @@ def steps_to_target(
         >>> steps_to_target(p, 0.5, 1, 0.01)      # L_t = ½·0.25^t: 0.03125 at t = 2, 0.0078 at t = 3
         3
     """
+    opt = require_linear(as_optimizer(opt), "steps_to_target")
     target = _check_target(target)
-    beta = check_unit_interval("momentum", momentum)
-    gamma = check_unit_interval("ema", ema)
     check_batch_size(batch_size)
-    if beta == 0 and gamma == 0:
-        loss = _SGDLoss(p, batch_size, init_var, precond)
-        x = np.atleast_1d(np.float64(lr))
+    if isinstance(opt, Sgd):
+        loss = _SGDLoss(p, batch_size, init_var, opt.precond)
+        x = np.atleast_1d(np.float64(opt.lr))
         if loss.value(np.zeros(1), x)[0] <= target:
             return 0
         if _monotone(loss, x)[0]:
@@ -255,17 +264,18 @@ def steps_to_target(
         growing = (rows.ell[0] >= 0) | (loss.v0 < rows.v_inf[0])
         if loss.half_h[growing] @ loss.v0[growing] > target:
             return float("inf")
-    return _dense_first_hit(p, lr, batch_size, target, init_var, precond, beta, gamma, int(max_steps))
+    return _dense_first_hit(p, opt, batch_size, target, init_var, int(max_steps))
 
 
 @dataclass
 class OptimalRuns:
-    """Per batch size: the fewest steps to the target, the examples they cost, and the step size.
+    """Per batch size: the fewest steps to the target, the examples they cost, and the tuned optimiser.
 
     Attributes: batch_sizes, steps (int-valued floats; inf where unreachable), examples = B·steps, lr,
     steps_continuous (the continuous optimum t*, for plots and fits), interior (True where the optimum
-    is a stationary point of t(ε); False where it sits on the edge of the searched range), and the tuned
-    ``momentum`` β or ``ema`` γ per batch size (None for plain SGD).
+    is a stationary point of t(ε); False where it sits on the edge of the searched range), the tuned
+    ``momentum`` β (heavy ball, Nesterov) or ``ema`` γ per batch size (None where the family has none), the
+    ``family`` and the ``precond`` they were tuned with. ``optimizer(i)`` is the tuned value of batch size i.
     """
 
     batch_sizes: np.ndarray
@@ -276,6 +286,19 @@ class OptimalRuns:
     interior: np.ndarray
     momentum: np.ndarray | None = None
     ema: np.ndarray | None = None
+    family: str = "sgd"
+    precond: np.ndarray | None = None
+
+    def optimizer(self, i: int):
+        """The tuned optimiser value (:mod:`nqm.optim`) of batch size ``batch_sizes[i]``."""
+        lr = float(self.lr[i])
+        if self.family == "heavy_ball":
+            return heavy_ball(lr, float(self.momentum[i]), self.precond)
+        if self.family == "nesterov":
+            return nesterov(lr, float(self.momentum[i]), self.precond)
+        if self.family == "ema":
+            return ema(sgd(lr, self.precond), float(self.ema[i]))
+        return sgd(lr, self.precond)
 
 
 def _feasible_lr(loss: _SGDLoss, target):
@@ -300,33 +323,45 @@ def _feasible_lr(loss: _SGDLoss, target):
 
 # -- momentum and EMA: integer first crossings on the closed forms, tuned by nested golden sections --------
 class _TunedLoss:
-    """E[L_t] for rows of (ε, h) — heavy ball (h = β) or iterate EMA (h = γ) — by :mod:`nqm.moments`."""
+    """E[L_t] for rows of (ε, β) — heavy ball or Nesterov — or (ε, γ) — an EMA of SGD — in closed form
+    (:mod:`nqm.moments`); ``hp`` is the hyper-parameter β or γ of each row."""
 
-    def __init__(self, p: NoisyQuadratic, batch_sizes, init_var, precond, kind: str):
+    def __init__(self, p: NoisyQuadratic, batch_sizes, init_var, precond, family: str):
         pre = check_precond(p, precond)
-        self.kind = kind
+        self.family = family
         self.half_h = 0.5 * p.h
         self.kappa = pre * p.h
-        self.gamma = (pre * pre * p.c)[None, :] / batch_sizes[:, None]
+        self.gamma = injected_variance(p, batch_sizes[:, None], pre)
         self.v0 = _init_var(p, init_var)
 
-    def _parts(self, x, h):
-        return x[:, None] * self.kappa, x[:, None] ** 2 * self.gamma, h[:, None]
+    def _moments(self, x, hp, v0, rows=slice(None)):
+        lam, q, hh = x[..., None] * self.kappa, x[..., None] ** 2 * self.gamma[rows], hp[..., None]
+        if self.family == "heavy_ball":
+            return HeavyBallMoments(lam, q, v0, hh)
+        if self.family == "ema":
+            return EmaMoments(lam, q, v0, hh)
+        f, u = self._nesterov_transition(lam, q, hh)
+        return TwoStateMoments(f, u, v0, Nesterov.initial)
 
-    def curve(self, x, h):
-        """t ↦ E[L_t] at fixed rows (ε, h); the t-independent work is done here, once."""
-        lam, q, hh = self._parts(x, h)
-        moments = (HeavyBallMoments if self.kind == "momentum" else EmaMoments)(lam, q, self.v0, hh)
+    @staticmethod
+    def _nesterov_transition(lam, q, beta):
+        """Nesterov's (F, u = gσ), one β per row: the value's transition, with β an array broadcasting against
+        λ (the step ε does not enter it: λ and σ carry it)."""
+        f, g = Nesterov(1.0, beta).transition(lam)
+        return f, g * np.sqrt(q)[..., None]
+
+    def curve(self, x, hp):
+        """t ↦ E[L_t] at fixed rows (ε, hp); the t-independent work is done here, once."""
+        moments = self._moments(x, hp, self.v0)
         return lambda t: moments.at(np.asarray(t, dtype=np.float64)[:, None]) @ self.half_h
 
-    def value(self, x, h, t):
-        return self.curve(x, h)(t)
+    def value(self, x, hp, t):
+        return self.curve(x, hp)(t)
 
-    def first_hit_by_scan(self, x: float, h: float, target: float, until: int) -> int:
-        """The first integer t < ``until`` with E[L_t] ≤ target for one row (ε, h) by evaluating every step;
-        ``until`` if there is none."""
-        lam, q, hh = self._parts(np.array([x]), np.array([h]))
-        moments = (HeavyBallMoments if self.kind == "momentum" else EmaMoments)(lam[0], q[0], self.v0, hh[0])
+    def first_hit_by_scan(self, row: int, x: float, hp: float, target: float, until: int) -> int:
+        """The first integer t < ``until`` with E[L_t] ≤ target for batch size ``row`` at (ε, hp) by evaluating
+        every step; ``until`` if there is none."""
+        moments = self._moments(np.array(x), np.array(hp), self.v0, row)
         chunk = max(1, (1 << 22) // self.v0.size)
         for start in range(0, until, chunk):
             ts = np.arange(start, min(start + chunk, until), dtype=np.float64)
@@ -336,32 +371,34 @@ class _TunedLoss:
                 return int(ts[hit[0]])
         return until
 
-    def stationary(self, x, h):
-        lam, q, hh = self._parts(x, h)
-        if self.kind == "momentum":
+    def stationary(self, x, hp):
+        lam, q, hh = x[:, None] * self.kappa, x[:, None] ** 2 * self.gamma, hp[:, None]
+        if self.family == "heavy_ball":
             return heavy_ball_stationary(lam, q, hh) @ self.half_h
-        return ema_stationary(lam, q, hh)[2] @ self.half_h
+        if self.family == "ema":
+            return ema_stationary(lam, q, hh)[2] @ self.half_h
+        return two_state_stationary(*self._nesterov_transition(lam, q, hh))[..., 0] @ self.half_h
 
-    def stability_edge(self, h):
-        """Largest stable ε: λ_max < 2(1 + β) for heavy ball, < 2 for EMA (it averages SGD's iterates)."""
-        return (2 * (1 + h) if self.kind == "momentum" else 2.0 + 0 * h) / self.kappa.max()
+    def stability_edge(self, hp):
+        """Largest stable ε: λ_max below the family's bound (:func:`nqm.optim.stable_lr_bound`)."""
+        return stable_lr_bound(self.family, hp) / self.kappa.max()
 
-    def feasible_lr(self, h, target):
+    def feasible_lr(self, hp, target):
         """Per row, the ε (just below the stability edge) at which the stationary loss reaches ``target``.
 
         The stationary loss increases with ε, from 0 to ∞ at the edge: bisection in log ε, 60 halvings.
         """
-        edge = self.stability_edge(h) * (1 - 1e-9)
+        edge = self.stability_edge(hp) * (1 - 1e-9)
         lo, hi = np.log(edge) - np.log(1e15), np.log(edge)
         for _ in range(60):
             mid = 0.5 * (lo + hi)
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                above = ~(self.stationary(np.exp(mid), h) < target)
+                above = ~(self.stationary(np.exp(mid), hp) < target)
             hi, lo = np.where(above, mid, hi), np.where(above, lo, mid)
         return np.exp(lo)
 
 
-def _first_crossing(loss: _TunedLoss, x, h, target, guess=None, max_steps=2.0**50):
+def _first_crossing(loss: _TunedLoss, x, hp, target, guess=None, max_steps=2.0**50):
     """(first integer k, continuous estimate) with E[L_k] ≤ target, per row; inf where never.
 
     A bracket [lo, hi] with L(lo) > target ≥ L(hi) is grown by doubling from ``guess`` and then narrowed by
@@ -373,12 +410,12 @@ def _first_crossing(loss: _TunedLoss, x, h, target, guess=None, max_steps=2.0**5
     """
     n = x.size
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        l_inf = loss.stationary(x, h)
-    reached = (x < loss.stability_edge(h)) & (l_inf < target)
+        l_inf = loss.stationary(x, hp)
+    reached = (x < loss.stability_edge(hp)) & (l_inf < target)
     goal = np.log(np.where(reached, target - l_inf, 1.0))
 
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        curve = loss.curve(x, h)
+        curve = loss.curve(x, hp)
 
     def excess_log(k):
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -459,51 +496,53 @@ _GOLDEN_STEPS = 16
 _SCAN_BUDGET = 1 << 25  # final runs of at most this many coordinate-steps are checked step by step
 
 
-def _optimal_tuned(p, target, b, init_var, precond, kind) -> OptimalRuns:
-    """Fewest steps over (ε, h) per batch size: golden sections on log(1 − h) around golden sections on log ε.
+def _optimal_tuned(p, target, b, init_var, precond, family) -> OptimalRuns:
+    """Fewest steps over (ε, hp) per batch size (hp = β or γ): golden sections on log(1 − hp) around golden
+    sections on log ε.
 
-    For each h the inner search runs over ε up to ``feasible_lr`` (stable, stationary loss below target);
+    For each hp the inner search runs over ε up to ``feasible_lr`` (stable, stationary loss below target);
     steps are the integer first crossings of the closed form and the objective their continuous
     interpolation, so the searches see a continuous function. 18 × 18 crossings per batch size.
     """
-    loss = _TunedLoss(p, b, init_var, precond, kind)
+    loss = _TunedLoss(p, b, init_var, precond, family)
 
     def best_lr(s, guess):
-        h = -np.expm1(s)
-        x_hi = loss.feasible_lr(h, target)
+        hp = -np.expm1(s)
+        x_hi = loss.feasible_lr(hp, target)
         hi = np.log(x_hi)
         z, t = _golden_min(
-            lambda z, g: _first_crossing(loss, np.exp(z), h, target, g)[1], hi - np.log(_LR_DECADES), hi, _GOLDEN_STEPS
+            lambda z, g: _first_crossing(loss, np.exp(z), hp, target, g)[1], hi - np.log(_LR_DECADES), hi, _GOLDEN_STEPS
         )
         return np.exp(z), t, x_hi
 
     lo, hi = (np.full(b.size, v) for v in _H_LOG_RANGE)
     s, _ = _golden_min(lambda s, g: best_lr(s, g)[1], lo, hi, _GOLDEN_STEPS)
     x, _, x_hi = best_lr(s, None)
-    # t(ε, h) is jagged where E[L] still oscillates at the target (heavy ball at large B: the crossing
+    # t(ε, hp) is jagged where E[L] still oscillates at the target (heavy ball at large B: the crossing
     # jumps between troughs); a 5 × 5 patch of exact crossings around the optimum picks the best nearby.
     offsets = np.linspace(-0.03, 0.03, 5)
     best = (np.full(b.size, np.inf), np.full(b.size, np.inf), x, s, x_hi)
     for ds in offsets:
         s_c = np.clip(s + ds, lo, hi)
-        h_c = -np.expm1(s_c)
-        cap = loss.feasible_lr(h_c, target)
+        hp_c = -np.expm1(s_c)
+        cap = loss.feasible_lr(hp_c, target)
         for dz in offsets:
             x_c = np.minimum(x * np.exp(dz), cap)
-            st, ct = _first_crossing(loss, x_c, h_c, target, best[1])
+            st, ct = _first_crossing(loss, x_c, hp_c, target, best[1])
             better = (st < best[0]) | ((st == best[0]) & (ct < best[1]))
             best = tuple(np.where(better, new, old) for new, old in zip((st, ct, x_c, s_c, cap), best))
     steps, cont, x, s, x_hi = best
-    h = -np.expm1(s)
+    hp = -np.expm1(s)
     # The bracketing search finds a crossing. Short runs (steps·d ≤ 2^25, e.g. heavy ball at large B, where
     # the oscillations are alive at the target) are then checked at every earlier step: exact first hits.
     for i in np.nonzero(steps * p.d <= _SCAN_BUDGET)[0]:
-        steps[i] = loss.first_hit_by_scan(x[i], h[i], target, int(steps[i]))
-    # interior: neither ε nor h within a hair of its searched bounds
+        steps[i] = loss.first_hit_by_scan(i, x[i], hp[i], target, int(steps[i]))
+    # interior: neither ε nor hp within a hair of its searched bounds
     span = hi - lo
     interior = (x < x_hi * (1 - 1e-3)) & (s > lo + 1e-3 * span) & (s < hi - 1e-3 * span)
-    extra = {"momentum": h} if kind == "momentum" else {"ema": h}
-    return OptimalRuns(b, steps, b * steps, x, cont, interior, **extra)
+    extra = {"ema": hp} if family == "ema" else {"momentum": hp}
+    pre = None if precond is None else check_precond(p, precond)
+    return OptimalRuns(b, steps, b * steps, x, cont, interior, **extra, family=family, precond=pre)
 
 
 def _golden_min(objective, lo, hi, iterations: int):
@@ -533,11 +572,15 @@ def optimal_steps_to_target(
     p: NoisyQuadratic,
     target,
     batch_sizes,
+    *,
+    family: str = "sgd",
     init_var=1.0,
     precond=None,
-    optimizer: str = "sgd",
 ) -> OptimalRuns:
-    """Fewest steps to reach ``target`` at each batch size, over a constant step size (and β or γ).
+    """Fewest steps to reach ``target`` at each batch size, over the hyper-parameters of an optimiser family.
+
+    ``family`` is one of :data:`nqm.optim.FAMILIES`: "sgd" tunes ε; "heavy_ball" and "nesterov" tune ε and β;
+    "ema" (iterate averaging of SGD) tunes ε and γ. ``precond`` is the fixed (d,) diagonal of P.
 
     At the optimum ε* the continuous step count t(ε) is stationary, so (t*, ε*) solve
 
@@ -550,10 +593,10 @@ def optimal_steps_to_target(
     stationary point inside that range; where it is not, the optimum sits on the range's edge and a larger ε,
     at which some coordinate grows from the start, may be faster (check with :func:`steps_to_target`).
 
-    ``optimizer="momentum"`` (heavy ball) and ``"ema"`` (iterate averaging) also tune β or γ in
-    [10⁻⁶, 1 − 10⁻⁴]: golden sections on log(1 − h) around golden sections on log ε (ε up to the largest
-    stable step whose stationary loss is below the target), each point's steps the first crossing of the
-    closed form (:mod:`nqm.moments`), then the best of a 5 × 5 patch of nearby points (heavy ball's t(ε, β)
+    ``family="heavy_ball"``, ``"nesterov"`` and ``"ema"`` also tune h = β or γ in [10⁻⁶, 1 − 10⁻⁴]: golden
+    sections on log(1 − h) around golden sections on log ε (ε up to the largest stable step whose stationary
+    loss is below the target), each point's steps the first crossing of the closed form (:mod:`nqm.moments`;
+    Nesterov's through its two-state transition), then the best of a 5 × 5 patch of nearby points (t(ε, β)
     is jagged at large B, where E[L] still oscillates at the target). Short runs (steps·d ≤ 2²⁵) are
     checked at every step, so their steps are exact first hits; ``interior`` is False where ε or h sits at
     an end of its range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed).
@@ -561,17 +604,17 @@ def optimal_steps_to_target(
     References: Zhang et al. 2019 (arXiv:1907.04164), Fig. 2–3 (SGD), 5 (momentum), 7 (EMA);
     McCandlish et al. 2018, §2.3.
     """
-    if optimizer not in ("sgd", "momentum", "ema"):
-        raise ValueError(f"optimizer must be 'sgd', 'momentum' or 'ema', got {optimizer!r}")
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     target = _check_target(target)
     b = np.atleast_1d(check_batch_size(batch_sizes)).astype(np.float64)
-    if optimizer != "sgd":
-        return _optimal_tuned(p, target, b, init_var, precond, optimizer)
+    if family != "sgd":
+        return _optimal_tuned(p, target, b, init_var, precond, family)
     loss = _SGDLoss(p, b, init_var, precond)
     n = b.size
     if loss.value(np.zeros(n), np.ones(n) * 1e-12)[0] <= target:
         zeros = np.zeros(n)
-        return OptimalRuns(b, zeros, zeros, np.full(n, np.nan), zeros, np.zeros(n, dtype=bool))
+        return OptimalRuns(b, zeros, zeros, np.full(n, np.nan), zeros, np.zeros(n, dtype=bool), precond=precond)
     # Search where every coordinate relaxes downwards (V₀ ≥ V∞, i.e. ε ≤ 2V₀κ/(γ + V₀κ²)): there t(ε) is
     # smooth and L(t) decreasing. Beyond, some coordinate's loss only grows; an optimum on that edge is
     # reported as not interior.
@@ -603,7 +646,8 @@ def optimal_steps_to_target(
     t = _crossing_time(loss, x, target, t)
     steps = _first_integer_step(loss, x, target, t)
     interior = x < x_hi * (1 - 1e-6)
-    return OptimalRuns(b, steps, b * steps, x, t, interior)
+    pre = None if precond is None else check_precond(p, precond)
+    return OptimalRuns(b, steps, b * steps, x, t, interior, precond=pre)
 
 
 def fit_frontier(batch_sizes, steps) -> tuple[float, float, float]:

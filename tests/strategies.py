@@ -42,3 +42,12 @@ def rotations(draw, d):
     a = a + 3 * np.eye(d)  # well conditioned
     q, r = np.linalg.qr(a)
     return q * np.sign(np.diag(r))
+
+
+@st.composite
+def linear_optimisers(draw, lr):
+    """A linear optimiser of :mod:`nqm.optim` with step ``lr``: SGD, heavy ball or Nesterov, with or without an
+    EMA of its iterates (β, γ drawn over [0, 0.95))."""
+    family = draw(st.sampled_from([nqm.optim.heavy_ball, nqm.optim.nesterov]))
+    base = family(lr, draw(st.sampled_from([0.0, 0.3, 0.7, 0.9])))
+    return nqm.optim.ema(base, draw(st.sampled_from([0.0, 0.5, 0.9])))

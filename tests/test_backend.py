@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import nqm
-from nqm import backend, dynamics, philox
+from nqm import backend, dynamics, optim, philox
 from nqm.counter_sim import simulate_counter
 from nqm.skip_ahead import jump_map, simulate_checkpoints, step_map
 
@@ -93,33 +93,43 @@ P = nqm.NoisyQuadratic.zhang2019(200)
 RECORD = [0, 3, 30, 60]
 
 
-@pytest.mark.parametrize(
-    "kwargs",
-    [{}, {"momentum": 0.6}, {"ema": 0.9}, {"momentum": 0.3, "ema": 0.7}, {"precond": P.h**-0.25}],
-    ids=["sgd", "momentum", "ema", "momentum+ema", "precond"],
-)
-def test_kernel_mirror_matches_exact_dynamics_and_rejects_a_planted_error(kwargs):
-    r = nqm.simulate(P, 0.5, 8, 60, 600, seed=11, rng="philox", record=RECORD, **kwargs)
-    exact = dynamics.expected_loss(P, 0.5, 8, 60, at=RECORD, **kwargs)
+OPTIMISERS = {
+    "sgd": optim.sgd(0.5),
+    "momentum": optim.heavy_ball(0.5, 0.6),
+    "ema": optim.ema(optim.sgd(0.5), 0.9),
+    "momentum+ema": optim.ema(optim.heavy_ball(0.5, 0.3), 0.7),
+    "precond": optim.sgd(0.5, P.h**-0.25),
+    "nesterov": optim.nesterov(0.5, 0.6),
+    "nesterov+ema": optim.ema(optim.nesterov(0.5, 0.3), 0.7),
+}
+EACH_OPTIMISER = pytest.mark.parametrize("opt", list(OPTIMISERS.values()), ids=list(OPTIMISERS))
+
+
+@EACH_OPTIMISER
+def test_kernel_mirror_matches_exact_dynamics_and_rejects_a_planted_error(opt):
+    r = nqm.simulate(P, opt, 8, 60, 600, seed=11, rng="philox", at=RECORD)
+    exact = dynamics.expected_loss(P, opt, 8, 60, at=RECORD)
     assert np.all(np.abs(r.mean - exact) <= Z * r.sem)
-    planted = dynamics.expected_loss(P, 0.5, 4, 60, at=RECORD, **kwargs)  # the noise variance doubled
+    planted = dynamics.expected_loss(P, opt, 4, 60, at=RECORD)  # the noise variance doubled
     assert np.any(np.abs(r.mean - planted) > Z * r.sem)
 
 
 def test_counter_path_on_dense_and_rotated_problems_matches_exact_dynamics():
     q = nqm.NoisyQuadratic(P.h[:40], P.c[:40], basis=nqm.spectra.random_rotation(40, 1.0, seed=2))
     dense = nqm.NoisyQuadratic(P.h[:40], sigma=nqm.spectra.misaligned_sigma(P.c[:40], 0.5, seed=3))
-    for prob, kw in ((q, {"momentum": 0.4}), (dense, {"ema": 0.5})):
-        r = nqm.simulate(prob, 0.5, 8, 40, 600, seed=4, rng="philox", record=[0, 10, 40], **kw)
-        exact = dynamics.expected_loss(prob, 0.5, 8, 40, at=[0, 10, 40], **kw)
+    cases = ((q, optim.heavy_ball(0.5, 0.4)), (dense, optim.ema(optim.sgd(0.5), 0.5)), (q, optim.nesterov(0.5, 0.4)))
+    for prob, opt in cases:
+        r = nqm.simulate(prob, opt, 8, 40, 600, seed=4, rng="philox", at=[0, 10, 40])
+        exact = dynamics.expected_loss(prob, opt, 8, 40, at=[0, 10, 40])
         assert np.all(np.abs(r.mean - exact) <= Z * r.sem)
-        planted = dynamics.expected_loss(prob, 0.5, 2, 40, at=[0, 10, 40], **kw)
+        planted = dynamics.expected_loss(prob, opt, 2, 40, at=[0, 10, 40])
         assert np.any(np.abs(r.mean - planted) > Z * r.sem)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_chunking_and_replica_batching_do_not_change_a_single_bit(dtype):
-    args = (P, 0.5, 8.0, 23, 10, 5, np.ones(P.d), np.ones(P.d), 0.4, 0.7, np.array([0, 1, 4, 5, 22, 23]), dtype, np)
+@pytest.mark.parametrize("opt", [optim.ema(optim.heavy_ball(0.5, 0.4), 0.7), optim.ema(optim.nesterov(0.5, 0.4), 0.7)])
+def test_chunking_and_replica_batching_do_not_change_a_single_bit(dtype, opt):
+    args = (P, opt, 8.0, 23, 10, 5, np.ones(P.d), np.array([0, 1, 4, 5, 22, 23]), dtype, np)
     whole, state = simulate_counter(*args, keep_state=True)
     for chunk, rows in ((1, 1), (3, 4), (4, 10), (7, 3)):
         parts, parts_state = simulate_counter(*args, chunk_steps=chunk, batch_rows=rows, keep_state=True)
@@ -127,8 +137,8 @@ def test_chunking_and_replica_batching_do_not_change_a_single_bit(dtype):
 
 
 def test_the_same_seed_starts_from_the_same_point_and_replicas_differ():
-    a = nqm.simulate(P, 0.5, 8, 0, 4, seed=9, rng="philox", record=[0], keep_state=True)
-    b = nqm.simulate(P, 0.5, 8, 5, 4, seed=9, rng="philox", record=[0, 5], keep_losses=True)
+    a = nqm.simulate(P, 0.5, 8, 0, 4, seed=9, rng="philox", at=[0], keep_state=True)
+    b = nqm.simulate(P, 0.5, 8, 5, 4, seed=9, rng="philox", at=[0, 5], keep_losses=True)
     assert np.array_equal(a.mean, b.mean[:1])
     assert len(set(a.state[:, 0].tolist())) == 4
 
@@ -136,12 +146,20 @@ def test_the_same_seed_starts_from_the_same_point_and_replicas_differ():
 def test_without_noise_the_counter_path_is_the_deterministic_recursion():
     quiet = nqm.NoisyQuadratic(P.h, np.zeros(P.d))
     theta0 = np.linspace(-1, 1, P.d)
-    r = nqm.simulate(quiet, 0.7, 8, 25, 2, rng="philox", theta0=theta0, record=[25], keep_state=True, momentum=0.5)
+    r = nqm.simulate(quiet, optim.heavy_ball(0.7, 0.5), 8, 25, 2, rng="philox", theta0=theta0, at=[25], keep_state=True)
     x, prev = theta0.copy(), theta0.copy()
     a = 1 + 0.5 - 0.7 * P.h
     for _ in range(25):
         x, prev = a * x - 0.5 * prev, x
     np.testing.assert_array_equal(r.state[0], x)
+    # Nesterov in PyTorch's form, v ← βv + g, θ ← θ − ε(g + βv), agrees to rounding (the kernel runs (θ, εv))
+    r = nqm.simulate(quiet, optim.nesterov(0.7, 0.5), 8, 25, 2, rng="philox", theta0=theta0, at=[25], keep_state=True)
+    x, v = theta0.copy(), np.zeros(P.d)
+    for _ in range(25):
+        g = P.h * x
+        v = 0.5 * v + g
+        x = x - 0.7 * (g + 0.5 * v)
+    np.testing.assert_allclose(r.state[0], x, rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize("kind", ["diagonal", "rotated", "dense"])
@@ -168,7 +186,7 @@ def test_one_step_on_counter_noise_matches_the_exact_improvement(kind):
 def test_per_example_noise_stays_on_numpy_under_the_environment_override(monkeypatch):
     monkeypatch.setattr(backend, "cupy_status", lambda: (None, "no device here"))
     monkeypatch.setenv("NQM_BACKEND", "cupy")
-    r = nqm.simulate(P, 0.5, 8, 3, 4, per_example="gaussian", record=[3])  # NumPy's SFC64 path
+    r = nqm.simulate(P, 0.5, 8, 3, 4, per_example="gaussian", at=[3])  # NumPy's SFC64 path
     assert r.n == 4
     with pytest.raises(backend.BackendUnavailable):
         nqm.simulate(P, 0.5, 8, 3, 4)
@@ -184,29 +202,38 @@ def test_per_example_noise_and_bad_rng_are_refused():
 # -- skip-ahead ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "kwargs", [{}, {"momentum": 0.9}, {"ema": 0.99}, {"momentum": 0.5, "ema": 0.9}], ids=["sgd", "mom", "ema", "both"]
-)
-def test_jump_maps_carry_the_second_moments_exactly(kwargs):
+JUMPS = {
+    "sgd": optim.sgd(1.0),
+    "mom": optim.heavy_ball(0.1, 0.9),
+    "ema": optim.ema(optim.sgd(1.0), 0.99),
+    "both": optim.ema(optim.heavy_ball(0.5, 0.5), 0.9),
+    "nesterov": optim.nesterov(0.3, 0.9),
+    "nesterov+ema": optim.ema(optim.nesterov(0.5, 0.5), 0.9),
+}
+
+
+@pytest.mark.parametrize("opt", list(JUMPS.values()), ids=list(JUMPS))
+def test_jump_maps_carry_the_second_moments_exactly(opt):
     record = [0, 1, 5, 100, 2000]
-    exact = dynamics.expected_loss(P, 1.0, 8, 2000, at=record, **kwargs)
-    step = step_map(P, 1.0, 8, None, kwargs.get("momentum", 0.0), kwargs.get("ema", 0.0))
-    m = step[0].shape[-1]
-    moments, now, losses = np.ones((P.d, m, m)), 0, []
+    exact = dynamics.expected_loss(P, opt, 8, 2000, at=record)
+    step = step_map(P, opt, 8)
+    e = np.array(opt.initial)
+    moments, now, losses = np.outer(e, e) * np.ones((P.d, 1, 1)), 0, []
     for t in record:
         a, q = jump_map(step, t - now)
         moments, now = a @ moments @ np.swapaxes(a, -1, -2) + q, t
-        losses.append(0.5 * P.h @ moments[:, m - 1 if kwargs.get("ema") else 0, m - 1 if kwargs.get("ema") else 0])
+        losses.append(0.5 * P.h @ moments[:, opt.loss_index, opt.loss_index])
     np.testing.assert_allclose(losses, exact, rtol=1e-12)
 
 
 def test_skip_ahead_sampling_matches_exact_dynamics_and_rejects_a_planted_error():
     record = [0, 10, 1000, 10**6]
-    r = simulate_checkpoints(P, 1.0, 8, record, 1000, seed=2, momentum=0.5)
-    exact = dynamics.expected_loss(P, 1.0, 8, 10**6, at=record, momentum=0.5)
-    assert np.all(np.abs(r.mean - exact) <= Z * r.sem)
-    planted = dynamics.expected_loss(P, 1.0, 8, 10**6, at=record, momentum=0.0)  # momentum forgotten
-    assert np.any(np.abs(r.mean - planted) > Z * r.sem)
+    for opt in (optim.heavy_ball(1.0, 0.5), optim.nesterov(0.6, 0.5)):
+        r = simulate_checkpoints(P, opt, 8, record, 1000, seed=2)
+        exact = dynamics.expected_loss(P, opt, 8, 10**6, at=record)
+        assert np.all(np.abs(r.mean - exact) <= Z * r.sem)
+        planted = dynamics.expected_loss(P, opt.lr, 8, 10**6, at=record)  # momentum forgotten
+        assert np.any(np.abs(r.mean - planted) > Z * r.sem)
 
 
 @pytest.mark.parametrize("batch, planted", [(8, False), (4, True)])
@@ -216,8 +243,8 @@ def test_skip_ahead_is_an_oracle_for_the_step_by_step_simulator(batch, planted):
     Both start from the same θ₀ (the same Philox draw); the planted run uses half the batch (twice the noise).
     """
     steps = 40
-    r = nqm.simulate(P, 0.5, batch, steps, 200, seed=5, rng="philox", record=[steps], keep_state=True)
-    start = nqm.simulate(P, 0.5, batch, 0, 200, seed=5, rng="philox", record=[0], keep_state=True).state
+    r = nqm.simulate(P, 0.5, batch, steps, 200, seed=5, rng="philox", at=[steps], keep_state=True)
+    start = nqm.simulate(P, 0.5, batch, 0, 200, seed=5, rng="philox", at=[0], keep_state=True).state
     a, q = jump_map(step_map(P, 0.5, 8), steps)
     white = (r.state - a[:, 0, 0] * start) / np.sqrt(q[:, 0, 0])
     scores = np.abs(_moment_z(white)[:2])
@@ -357,17 +384,18 @@ def test_gpu_philox_words_equal_numpy(cupy):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 1e-4)])
-@pytest.mark.parametrize("kwargs", [{}, {"momentum": 0.6, "ema": 0.9}])
-def test_fused_kernel_equals_its_numpy_mirror(cupy, dtype, rtol, kwargs):
-    common = dict(seed=3, record=[0, 1, 7, 50], dtype=dtype, keep_losses=True, **kwargs)
-    gpu = nqm.simulate(P, 0.5, 8, 50, 64, backend="cupy", **common)
-    cpu = nqm.simulate(P, 0.5, 8, 50, 64, backend="numpy", rng="philox", **common)
+@EACH_OPTIMISER
+def test_fused_kernel_equals_its_numpy_mirror(cupy, dtype, rtol, opt):
+    common = dict(seed=3, at=[0, 1, 7, 50], dtype=dtype, keep_losses=True)
+    gpu = nqm.simulate(P, opt, 8, 50, 64, backend="cupy", **common)
+    cpu = nqm.simulate(P, opt, 8, 50, 64, backend="numpy", rng="philox", **common)
     np.testing.assert_allclose(gpu.losses, cpu.losses, rtol=rtol)
 
 
 @pytest.mark.gpu
 def test_gpu_chunking_does_not_change_the_result(cupy):
-    args = (P, 0.5, 8.0, 23, 10, 5, np.ones(P.d), np.ones(P.d), 0.4, 0.7, np.array([0, 1, 4, 5, 22, 23]), np.float32)
+    opt = optim.ema(optim.nesterov(0.5, 0.4), 0.7)
+    args = (P, opt, 8.0, 23, 10, 5, np.ones(P.d), np.array([0, 1, 4, 5, 22, 23]), np.float32)
     whole, _ = simulate_counter(*args, cupy)
     parts, _ = simulate_counter(*args, cupy, chunk_steps=3, batch_rows=4)
     assert np.array_equal(whole, parts)
@@ -383,6 +411,7 @@ def test_gpu_one_step_equals_numpy_on_the_same_counters(cupy):
 
 @pytest.mark.gpu
 def test_gpu_skip_ahead_matches_numpy(cupy):
-    a = simulate_checkpoints(P, 1.0, 8, [0, 100, 10**5], 64, seed=1, backend="cupy", momentum=0.5)
-    b = simulate_checkpoints(P, 1.0, 8, [0, 100, 10**5], 64, seed=1, backend="numpy", momentum=0.5)
+    opt = optim.nesterov(0.6, 0.5)
+    a = simulate_checkpoints(P, opt, 8, [0, 100, 10**5], 64, seed=1, backend="cupy")
+    b = simulate_checkpoints(P, opt, 8, [0, 100, 10**5], 64, seed=1, backend="numpy")
     np.testing.assert_allclose(a.mean, b.mean, rtol=1e-10)

@@ -3,7 +3,7 @@
 ``__syncthreads`` and the warp shuffles), held against nqm's NumPy code.
 
 This checks what no GPU-less test otherwise could: the kernel's counter layout and Philox rounds, its
-Box–Muller, its SGD/momentum/EMA arithmetic, its chunk and checkpoint logic, the init kernel and the block
+Box–Muller, its SGD/heavy-ball/Nesterov/EMA arithmetic, its chunk and checkpoint logic, the init kernel and the block
 reduction (warp shuffles, shared memory, idle threads past d) — the same source CuPy compiles. What it cannot
 check is left to ``bench/gpu_check.py``: the hardware itself (scheduling, atomics under contention), NVRTC,
 and speed.
@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 import nqm
-from nqm import backend, counter_sim, philox
+from nqm import backend, counter_sim, optim, philox
+from nqm.recurrence import diagonal_recurrence
 
 HERE = Path(__file__).resolve().parent
 KAT = philox.KNOWN_ANSWERS
@@ -50,8 +51,7 @@ def _build(directory: Path, threads: int | None) -> ctypes.CDLL:
         ptr,
         ptr,
         ptr,
-        ptr,
-        f64,
+        i32,
         f64,
         i32,
         i32,
@@ -105,47 +105,56 @@ def test_init_kernel_draws_the_mirror_s_theta0(emu, dtype, rtol):
     sd = np.sqrt(np.linspace(0.5, 2.0, d))
     theta = np.zeros((rows, d), dtype=dtype)
     emu.emu_init(int(dtype == np.float32), _p(theta), _p(sd), d, rows, row0, *key)
-    mirror = counter_sim._initial(np, key, None, sd, rows, row0, d, dtype)
+    mirror = counter_sim.initial_theta(np, key, None, sd, rows, row0, d, dtype)
     np.testing.assert_allclose(theta, mirror, rtol=rtol)
 
 
 def _emulated_launch(emu, dtype, grid_y: int = 1):
-    """A ``launch`` for :func:`nqm.counter_sim._diagonal_rows` that runs the compiled kernel in place."""
+    """A ``launch`` for :func:`nqm.counter_sim.diagonal_rows` that runs the compiled kernel in place."""
 
-    def launch(key, x, prev, avg, a, s, h, beta, gamma, row0, t0, t1, ck, part):
+    def launch(key, x, aux, avg, kind, coef, h, gamma, row0, t0, t1, ck, part):
         rows, d = x.shape
         ck = np.ascontiguousarray(ck, dtype=np.int64)
-        pointers = [_p(v) for v in (x, prev, avg, a, s, h)]
-        scalars = [beta, gamma, d, rows, row0, t0, t1, _p(ck) if ck.size else None, ck.size, _p(part), part.shape[1]]
+        pointers = [_p(v) for v in (x, aux, avg, coef, h)]
+        scalars = [counter_sim.KIND_CODES[kind], gamma, d, rows, row0, t0, t1]
+        scalars += [_p(ck) if ck.size else None, ck.size, _p(part), part.shape[1]]
         emu.emu_run(int(dtype == np.float32), *pointers, *scalars, *key, grid_y)
-        return x, prev, avg
+        return x, aux, avg
 
     return launch
 
 
-def _kernel_and_mirror(emu, dtype, beta, gamma, chunk, grid_y):
+def _kernel_and_mirror(emu, dtype, opt, chunk, grid_y):
     p = nqm.NoisyQuadratic.zhang2019(150)
     key, steps, rows, row0 = philox.seed_key(8), 50, 6, 3
     record = np.array([0, 1, 2, 3, 4, 7, 20, 49, 50])
-    a, s = counter_sim.diagonal_coefficients(p, 0.4, 8.0, np.ones(p.d), beta, dtype)
-    x0 = counter_sim._initial(np, key, None, np.ones(p.d), rows, row0, p.d, dtype)
-    rest = ((a, s), p.h, beta, gamma, record, row0, counter_sim._chunks(steps, chunk))
+    rec = diagonal_recurrence(p, opt, 8.0)
+    x0 = counter_sim.initial_theta(np, key, None, np.ones(p.d), rows, row0, p.d, dtype)
+    rest = (rec, p.h, record, row0, counter_sim.chunks(steps, chunk))
     launch = _emulated_launch(emu, dtype, grid_y)  # in place, as on the GPU: each run gets its own copy of θ₀
-    kernel = counter_sim._diagonal_rows(np, key, x0.copy(), *rest, launch=launch)
-    return kernel, counter_sim._diagonal_rows(np, key, x0.copy(), *rest)
+    kernel = counter_sim.diagonal_rows(np, key, x0.copy(), *rest, launch=launch)
+    return kernel, counter_sim.diagonal_rows(np, key, x0.copy(), *rest)
 
 
-MODES = pytest.mark.parametrize("beta, gamma", [(0.0, 0.0), (0.6, 0.0), (0.0, 0.9), (0.4, 0.7)])
+OPTIMISERS = {
+    "sgd": optim.sgd(0.4),
+    "heavy_ball": optim.heavy_ball(0.4, 0.6),
+    "sgd+ema": optim.ema(optim.sgd(0.4), 0.9),
+    "heavy_ball+ema": optim.ema(optim.heavy_ball(0.4, 0.4), 0.7),
+    "nesterov": optim.nesterov(0.4, 0.6),
+    "nesterov+ema": optim.ema(optim.nesterov(0.4, 0.5), 0.8),
+}
+MODES = pytest.mark.parametrize("opt", list(OPTIMISERS.values()), ids=list(OPTIMISERS))
 PRECISIONS = pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-11), (np.float32, 2e-5)])
 
 
 @PRECISIONS
 @MODES
 @pytest.mark.parametrize("chunk, grid_y", [(1, 1), (3, 2), (50, 6)])
-def test_run_kernel_equals_its_numpy_mirror(emu, dtype, rtol, beta, gamma, chunk, grid_y):
+def test_run_kernel_equals_its_numpy_mirror(emu, dtype, rtol, opt, chunk, grid_y):
     """Losses at every checkpoint (including step 0 and chunk edges) and the final state, chunk by chunk;
     grid_y < rows makes blocks loop over replicas."""
-    (kernel, kernel_state), (mirror, mirror_state) = _kernel_and_mirror(emu, dtype, beta, gamma, chunk, grid_y)
+    (kernel, kernel_state), (mirror, mirror_state) = _kernel_and_mirror(emu, dtype, opt, chunk, grid_y)
     assert np.all(kernel > 0)
     np.testing.assert_allclose(kernel, mirror, rtol=rtol)
     np.testing.assert_allclose(kernel_state, mirror_state, rtol=rtol * 100, atol=rtol)
@@ -153,9 +162,9 @@ def test_run_kernel_equals_its_numpy_mirror(emu, dtype, rtol, beta, gamma, chunk
 
 @PRECISIONS
 @MODES
-def test_block_reduction_with_two_warps_equals_the_mirror(emu64, dtype, rtol, beta, gamma):
+def test_block_reduction_with_two_warps_equals_the_mirror(emu64, dtype, rtol, opt):
     """64 threads per block: the warp-shuffle and shared-memory reduction, with 42 idle threads past d = 150."""
-    (kernel, _), (mirror, _) = _kernel_and_mirror(emu64, dtype, beta, gamma, 3, 2)
+    (kernel, _), (mirror, _) = _kernel_and_mirror(emu64, dtype, opt, 3, 2)
     np.testing.assert_allclose(kernel, mirror, rtol=rtol)
 
 
@@ -167,17 +176,17 @@ def test_threaded_philox_and_init_kernels_equal_numpy(emu64):
     np.testing.assert_array_equal(out, philox.philox4x32(np, counter.T, key.T).T)
     theta, sd, k = np.zeros((3, 100)), np.ones(100), philox.seed_key(4)
     emu64.emu_init(0, _p(theta), _p(sd), 100, 3, 0, *k)
-    np.testing.assert_allclose(theta, counter_sim._initial(np, k, None, sd, 3, 0, 100, np.float64), rtol=1e-14)
+    np.testing.assert_allclose(theta, counter_sim.initial_theta(np, k, None, sd, 3, 0, 100, np.float64), rtol=1e-14)
 
 
 def test_a_planted_kernel_error_is_caught(emu):
     """The comparison has power: the same run with the key's words swapped (other noise) differs."""
     p = nqm.NoisyQuadratic.zhang2019(50)
     key, record = philox.seed_key(8), np.array([0, 10, 20])
-    a, s = counter_sim.diagonal_coefficients(p, 0.4, 8.0, np.ones(p.d), 0.0, np.float64)
-    x0 = counter_sim._initial(np, key, None, np.ones(p.d), 4, 0, p.d, np.float64)
+    rec = diagonal_recurrence(p, optim.sgd(0.4), 8.0)
+    x0 = counter_sim.initial_theta(np, key, None, np.ones(p.d), 4, 0, p.d, np.float64)
     run = _emulated_launch(emu, np.float64)
-    kernel, _ = counter_sim._diagonal_rows(np, key, x0.copy(), (a, s), p.h, 0.0, 0.0, record, 0, [(0, 20)], launch=run)
+    kernel, _ = counter_sim.diagonal_rows(np, key, x0.copy(), rec, p.h, record, 0, [(0, 20)], launch=run)
     swapped = (key[1], key[0])
-    other, _ = counter_sim._diagonal_rows(np, swapped, x0.copy(), (a, s), p.h, 0.0, 0.0, record, 0, [(0, 20)])
+    other, _ = counter_sim.diagonal_rows(np, swapped, x0.copy(), rec, p.h, record, 0, [(0, 20)])
     assert not np.allclose(kernel[:, 1:], other[:, 1:], rtol=1e-3)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import nqm
-from nqm import dynamics
+from nqm import dynamics, optim
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def test_sgd_steady_state_matches_closed_form(zhang):
 def test_momentum_steady_state_matches_zhang(zhang, beta):
     lr, b = 0.3 * (1 - beta), 8
     risk = (1 + beta) * lr * zhang.c / (2 * b * (2 * beta + 2 - lr * zhang.h) * (1 - beta))
-    assert dynamics.steady_state_loss(zhang, lr, b, momentum=beta) == pytest.approx(risk.sum(), rel=1e-9)
+    assert dynamics.steady_state_loss(zhang, optim.heavy_ball(lr, beta), b) == pytest.approx(risk.sum(), rel=1e-9)
 
 
 @pytest.mark.parametrize("gamma", [0.3, 0.9, 0.999])
@@ -39,7 +39,8 @@ def test_ema_steady_state_reduction_matches_zhang(zhang, gamma):
     a = 1 - lr * zhang.h
     sgd = lr * zhang.c / (2 * b * (2 - lr * zhang.h))
     factor = (1 - gamma) * (1 + a * gamma) / ((1 + gamma) * (1 - a * gamma))
-    assert dynamics.steady_state_loss(zhang, lr, b, ema=gamma) == pytest.approx(np.sum(sgd * factor), rel=1e-8)
+    steady = dynamics.steady_state_loss(zhang, optim.ema(optim.sgd(lr), gamma), b)
+    assert steady == pytest.approx(np.sum(sgd * factor), rel=1e-8)
     assert np.all(factor < 1)
 
 
@@ -47,8 +48,11 @@ def test_unstable_step_diverges_to_inf(zhang):
     assert dynamics.steady_state_loss(zhang, 2.5, 1) == np.inf
     assert dynamics.expected_loss(zhang, 2.5, 1, 10**6, at=[10**6])[0] == np.inf
     # heavy ball is stable up to ελ < 2(1 + β) = 3 for β = ½
-    assert np.isfinite(dynamics.expected_loss(zhang, 2.5, 1, 10**6, momentum=0.5, at=[10**6])[0])
-    assert dynamics.expected_loss(zhang, 3.1, 1, 10**6, momentum=0.5, at=[10**6])[0] == np.inf
+    assert np.isfinite(dynamics.expected_loss(zhang, optim.heavy_ball(2.5, 0.5), 1, 10**6, at=[10**6])[0])
+    assert dynamics.expected_loss(zhang, optim.heavy_ball(3.1, 0.5), 1, 10**6, at=[10**6])[0] == np.inf
+    # Nesterov: stable iff ελ < 2(1 + β)/(1 + 2β) = 1.5 for β = ½
+    assert np.isfinite(dynamics.expected_loss(zhang, optim.nesterov(1.45, 0.5), 1, 10**6, at=[10**6])[0])
+    assert dynamics.expected_loss(zhang, optim.nesterov(1.55, 0.5), 1, 10**6, at=[10**6])[0] == np.inf
     # at the edge εh = 2 the variance grows linearly: V_t = V_0 + t·ε²c/B
     edge = nqm.NoisyQuadratic([1.0], c=[1.0])
     assert dynamics.expected_loss(edge, 2.0, 1, 10)[-1] == pytest.approx(0.5 * (1 + 10 * 4))
@@ -62,7 +66,7 @@ def test_long_runs_in_high_dimension_are_finite_and_accurate():
     assert np.all(np.isfinite(sgd)) and np.all(np.diff(sgd) < 0)
     assert sgd[0] == pytest.approx(0.5 * p.h.sum())
     # momentum → 0 reduces to SGD: the generic powered map must agree with the closed form
-    tiny = dynamics.expected_loss(p, 1.0, 100, 10**6, momentum=1e-12, at=at)
+    tiny = dynamics.expected_loss(p, optim.heavy_ball(1.0, 1e-12), 100, 10**6, at=at)
     np.testing.assert_allclose(tiny, sgd, rtol=1e-8)
 
 
@@ -77,9 +81,10 @@ def test_no_cancellation_when_eps_h_is_tiny():
 
 def test_at_may_be_unsorted_and_init_var_per_coordinate(zhang):
     v0 = np.linspace(0.5, 2, zhang.d)
-    full = dynamics.expected_loss(zhang, 1.0, 4, 50, init_var=v0, momentum=0.3)
+    opt = optim.heavy_ball(1.0, 0.3)
+    full = dynamics.expected_loss(zhang, opt, 4, 50, init_var=v0)
     np.testing.assert_allclose(
-        dynamics.expected_loss(zhang, 1.0, 4, 50, init_var=v0, momentum=0.3, at=[50, 3, 17]),
+        dynamics.expected_loss(zhang, opt, 4, 50, init_var=v0, at=[50, 3, 17]),
         full[[50, 3, 17]],
         rtol=1e-12,
     )
@@ -88,16 +93,32 @@ def test_at_may_be_unsorted_and_init_var_per_coordinate(zhang):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        (dict(momentum=1.0), "momentum"),
-        (dict(ema=-0.1), "ema"),
         (dict(init_var=-1.0), "init_var"),
         (dict(steps=-1), "steps"),
         (dict(at=[7]), "at"),
-        (dict(precond=np.zeros(3)), "precond"),
+        (dict(opt=optim.sgd(0.1, precond=np.ones(4))), "precond"),
+        (dict(opt="fast"), "optimiser"),
     ],
 )
 def test_bad_arguments_raise(kwargs, message):
     p = nqm.NoisyQuadratic.zhang2019(3)
-    args = dict(lr=0.1, batch_size=1, steps=5) | kwargs
-    with pytest.raises(ValueError, match=message):
+    args = dict(opt=0.1, batch_size=1, steps=5) | kwargs
+    with pytest.raises((ValueError, TypeError), match=message):
         dynamics.expected_loss(p, **args)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: optim.heavy_ball(0.1, 1.0), "momentum"),
+        (lambda: optim.nesterov(0.1, -0.2), "momentum"),
+        (lambda: optim.ema(optim.sgd(0.1), -0.1), "ema"),
+        (lambda: optim.sgd(0.1, precond=np.zeros(3)), "precond"),
+        (lambda: optim.sgd(-1.0), "lr"),
+        (lambda: optim.sgd(np.nan), "lr"),
+        (lambda: optim.ema(optim.ema(optim.sgd(0.1), 0.5), 0.5), "ema of an ema"),
+    ],
+)
+def test_optimisers_check_their_hyper_parameters(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()

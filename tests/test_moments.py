@@ -1,12 +1,13 @@
-"""Closed-form momentum and EMA second moments against the step-by-step moment recursion."""
+"""Closed-form heavy-ball, Nesterov and EMA second moments against step-by-step moment recursions."""
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from nqm import optim
 from nqm.dynamics import _linear_second_moments
-from nqm.moments import ema_variance, heavy_ball_variance
+from nqm.moments import TwoStateMoments, ema_variance, heavy_ball_variance
 
 STEPS = np.array([0, 1, 2, 3, 7, 50, 400, 3000])
 
@@ -88,8 +89,11 @@ def test_closed_forms_agree_with_the_moment_map():
     """The powered moment map (the general engine) and the closed forms are two derivations of one thing."""
     rng = np.random.default_rng(1)
     lam, q, v0 = rng.uniform(0.01, 1.9, 50), rng.uniform(0, 1, 50), rng.uniform(0, 2, 50)
-    for beta, gamma, fn, par in [(0.7, 0.0, heavy_ball_variance, 0.7), (0.0, 0.8, ema_variance, 0.8)]:
-        ref = _linear_second_moments(lam, np.sqrt(q), v0, beta, gamma, STEPS)
+    for opt, fn, par in [
+        (optim.heavy_ball(1.0, 0.7), heavy_ball_variance, 0.7),
+        (optim.ema(1.0, 0.8), ema_variance, 0.8),
+    ]:
+        ref = _linear_second_moments(opt, lam, np.sqrt(q), v0, STEPS)
         np.testing.assert_allclose(fn(lam, q, v0, par, STEPS[:, None].astype(float)), ref, rtol=1e-9)
 
 
@@ -100,5 +104,70 @@ def test_expected_loss_is_accurate_for_heavy_momentum():
 
     beta, lam = 0.999, (1 + np.sqrt(0.999)) ** 2
     p = nqm.NoisyQuadratic([lam], c=[0.3])
-    got = nqm.dynamics.expected_loss(p, 1.0, 1, 12345, momentum=beta, at=[12345])[0]
+    got = nqm.dynamics.expected_loss(p, optim.heavy_ball(1.0, beta), 1, 12345, at=[12345])[0]
     assert got == pytest.approx(0.5 * lam * heavy_ball_loop(lam, 0.3, 1.0, beta, 12345)[-1], rel=1e-6)
+
+
+def nesterov_loop(lr, lam, sigma, v0, beta, steps):
+    """E[θ_t²] of PyTorch's Nesterov, v ← βv + g, θ ← θ − ε(g + βv), with g = (λθ + σz)/ε, written on (θ, v) in
+    gradient units (not nqm's (θ, εv) transition) and iterated as S ← ASAᵀ + nnᵀ, one step at a time."""
+    a = np.array([[1 - (1 + beta) * lam, -lr * beta * beta], [lam / lr, beta]])
+    n = np.array([-(1 + beta) * sigma, sigma / lr])
+    s, out = np.array([[v0, 0.0], [0.0, 0.0]]), []
+    for _ in range(steps + 1):
+        out.append(s[0, 0])
+        s = a @ s @ a.T + np.outer(n, n)
+    return np.array(out)
+
+
+@given(
+    beta=st.floats(0.01, 0.995),
+    frac=st.floats(1e-3, 0.999),
+    sigma=st.floats(0.0, 3.0),
+    v0=st.floats(0.0, 10.0),
+)
+def test_nesterov_closed_form_matches_its_recursion(beta, frac, sigma, v0):
+    """Every stable step (λ < 2(1 + β)/(1 + 2β)): over- and underdamped, and λ > 1, where det F = β(1 − λ) < 0."""
+    lam = frac * optim.stable_lr_bound("nesterov", beta)
+    opt = optim.nesterov(0.37, beta)
+    ref = nesterov_loop(opt.lr, lam, sigma, v0, beta, STEPS[-1])[STEPS]
+    f, g = opt.transition(np.array([lam]))
+    got = TwoStateMoments(f[0], g[0] * sigma, v0, opt.initial).at(STEPS.astype(float))
+    scale = v0 + sigma**2 / (lam * (2 - lam) * (1 - beta) ** 2)  # bounds the terms of the closed form
+    np.testing.assert_allclose(got, ref, rtol=1e-8, atol=1e-11 * scale + 1e-300)
+    powered = _linear_second_moments(opt, np.array([lam]), np.array([sigma]), np.array([v0]), STEPS)[:, 0]
+    np.testing.assert_allclose(powered, ref, rtol=1e-6, atol=1e-9 * scale + 1e-300)
+
+
+@pytest.mark.parametrize("beta", [0.3, 0.9])
+def test_nesterov_at_critical_damping_and_a_nilpotent_step(beta):
+    """disc = (1 + β)²(1 − λ)² − 4β(1 − λ) = 0 at λ = 1 − 4β/(1 + β)² (a double root) and at λ = 1 (F nilpotent)."""
+    opt = optim.nesterov(0.5, beta)
+    for lam in [1 - 4 * beta / (1 + beta) ** 2, (1 - 4 * beta / (1 + beta) ** 2) * (1 + 1e-12), 1.0]:
+        f, g = opt.transition(np.array([lam]))
+        got = TwoStateMoments(f[0], g[0] * 0.3, 1.0, opt.initial).at(STEPS.astype(float))
+        np.testing.assert_allclose(got, nesterov_loop(opt.lr, lam, 0.3, 1.0, beta, STEPS[-1])[STEPS], rtol=1e-6)
+
+
+def test_nesterov_is_not_heavy_ball():
+    """The recursion above tells the two apart (so the closed-form test has power): same (ε, β), other law."""
+    lam, beta = 0.4, 0.8
+    hb = heavy_ball_variance(lam, 0.09, 1.0, beta, STEPS.astype(float))
+    ref = nesterov_loop(0.5, lam, 0.3, 1.0, beta, STEPS[-1])[STEPS]
+    assert np.max(np.abs(hb[1:] / ref[1:] - 1)) > 0.05
+
+
+def test_expected_loss_of_nesterov_and_its_ema_equal_the_powered_map():
+    """Nesterov runs through its closed form, Nesterov + EMA through the powered map of the 3-state transition;
+    the EMA of the recursion above is checked by the powered map of the (θ, εv, θ̃) transition at γ → 0."""
+    import nqm
+
+    p = nqm.NoisyQuadratic.zhang2019(40)
+    opt = optim.nesterov(0.6, 0.7)
+    at = [0, 1, 5, 80, 900]
+    got = nqm.dynamics.expected_loss(p, opt, 4, 900, at=at)
+    lam, sigma = nqm.noise.step_coefficients(p, opt, 4)
+    ref = 0.5 * p.h @ np.array([nesterov_loop(opt.lr, lam[i], sigma[i], 1.0, 0.7, 900)[at] for i in range(p.d)])
+    np.testing.assert_allclose(got, ref, rtol=1e-10)
+    tiny = nqm.dynamics.expected_loss(p, optim.ema(opt, 1e-12), 4, 900, at=at)
+    np.testing.assert_allclose(tiny, ref, rtol=1e-8)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import nqm
-from nqm import dynamics, spectra, theory
+from nqm import dynamics, optim, spectra, theory
 from nqm.noise import EXAMPLE_DISTRIBUTIONS, unit_examples
 from validation.stats import critical_z
 
@@ -27,18 +27,40 @@ def assert_agrees_and_control_rejected(measured, se, predicted, planted):
     assert max_z(measured, se, planted) > z, "the planted error was not detected: the test has no power"
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(momentum=0.8), dict(ema=0.9), dict(precond="sqrt")])
+OPTIMISERS = {
+    "sgd": optim.sgd(1.0),
+    "heavy_ball": optim.heavy_ball(0.2, 0.8),
+    "ema": optim.ema(optim.sgd(1.0), 0.9),
+    "precond": optim.sgd(1.0, nqm.NoisyQuadratic.zhang2019(300).h ** -0.5),
+    "nesterov": optim.nesterov(0.2, 0.8),
+    "nesterov+ema": optim.ema(optim.nesterov(0.3, 0.6), 0.8),
+}
+
+
+@pytest.mark.parametrize("opt", list(OPTIMISERS.values()), ids=list(OPTIMISERS))
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_trajectory_matches_exact_dynamics(kw, dtype):
+def test_trajectory_matches_exact_dynamics(opt, dtype):
     p = nqm.NoisyQuadratic.zhang2019(300)
-    kw = dict(kw)
-    if kw.get("precond") == "sqrt":
-        kw["precond"] = p.h**-0.5
-    lr = 0.2 if "momentum" in kw else 1.0
-    sim = nqm.simulate(p, lr, 8, 200, replicas=300, seed=11, dtype=dtype, **kw)
-    exact = dynamics.expected_loss(p, lr, 8, 200, at=sim.steps, **kw)
-    planted = dynamics.expected_loss(nqm.NoisyQuadratic(p.h, 2 * p.c), lr, 8, 200, at=sim.steps, **kw)
+    sim = nqm.simulate(p, opt, 8, 200, 300, seed=11, dtype=dtype)
+    exact = dynamics.expected_loss(p, opt, 8, 200, at=sim.steps)
+    planted = dynamics.expected_loss(nqm.NoisyQuadratic(p.h, 2 * p.c), opt, 8, 200, at=sim.steps)
     assert_agrees_and_control_rejected(sim.mean, sim.sem, exact, planted)
+
+
+@pytest.mark.parametrize("opt", [optim.nesterov(0.2, 0.8), optim.ema(optim.nesterov(0.3, 0.6), 0.8)])
+def test_nesterov_on_a_rotated_dense_problem_matches_exact_dynamics(opt):
+    """The general path runs Nesterov's own update (PyTorch's velocity form) with matrix products; exact
+    dynamics use its (θ, εv) transition on Σ's diagonal. The planted control: heavy ball at the same (ε, β)."""
+    h = spectra.log_uniform(24, 0.05, 1.0)
+    p = nqm.NoisyQuadratic(h, sigma=spectra.misaligned_sigma(h, 1.0, seed=2), basis=spectra.random_rotation(24, seed=4))
+    sim = nqm.simulate(p, opt, 2, 120, 1000, seed=3)
+    exact = dynamics.expected_loss(p, opt, 2, 120, at=sim.steps)
+    core = opt.inner if isinstance(opt, optim.Ema) else opt
+    heavy = optim.heavy_ball(core.lr, core.momentum)
+    planted = optim.ema(heavy, opt.gamma) if isinstance(opt, optim.Ema) else heavy
+    assert_agrees_and_control_rejected(
+        sim.mean[1:], sim.sem[1:], exact[1:], dynamics.expected_loss(p, planted, 2, 120, at=sim.steps)[1:]
+    )
 
 
 def test_dense_sigma_trajectory_depends_only_on_its_diagonal():
@@ -108,15 +130,16 @@ def test_progress_is_reported_on_stderr_when_asked():
         (dict(backend="torch"), "backend must be one of"),
         (dict(per_example="cauchy"), "distribution"),
         (dict(per_example="gaussian", batch_size=2.5), "integer"),
-        (dict(record=[0, 99]), "record"),
+        (dict(at=[0, 99]), "record"),
         (dict(dtype=np.int32), "dtype"),
         (dict(theta0=np.ones(3)), "theta0"),
-        (dict(lr=-1.0), "step size"),
-        (dict(momentum=1.5), "momentum"),
+        (dict(opt=-1.0), "step size"),
+        (dict(opt="sgd"), "optimiser"),
+        (dict(opt=optim.sgd(0.1, np.ones(4))), "precond"),
     ],
 )
 def test_simulate_rejects_bad_input(kwargs, message):
     p = nqm.NoisyQuadratic.zhang2019(5)
-    args = dict(lr=0.1, batch_size=2, steps=10, replicas=2) | kwargs
-    with pytest.raises(ValueError, match=message):
+    args = dict(opt=0.1, batch_size=2, steps=10, replicas=2) | kwargs
+    with pytest.raises((ValueError, TypeError), match=message):
         nqm.simulate(p, **args)

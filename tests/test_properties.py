@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from strategies import batch_sizes, problem_and_point, problems, rotations
+from strategies import batch_sizes, linear_optimisers, problem_and_point, problems, rotations
 
 import nqm
-from nqm import dynamics, theory
+from nqm import dynamics, optim, theory
 
 RTOL = 1e-10
 
@@ -96,7 +96,7 @@ def test_momentum_and_ema_dynamics_equal_the_recursion(p, lr_scaled, b, beta, ga
         pa = gamma * m["xa"] + (1 - gamma) * xp  # E θ_t θ̃_{t+1}
         m = {"xx": xx, "xp": xp, "pp": m["xx"], "xa": new_xa, "pa": pa, "aa": aa}
         expected.append(0.5 * p.h @ m["aa"])
-    got = dynamics.expected_loss(p, lr, b, steps, momentum=beta, ema=gamma)
+    got = dynamics.expected_loss(p, optim.ema(optim.heavy_ball(lr, beta), gamma), b, steps)
     np.testing.assert_allclose(got, expected, rtol=1e-8)
 
 
@@ -107,7 +107,7 @@ def test_preconditioning_is_sgd_on_rescaled_problem(p, lr_scaled, b, power):
     lr = lr_scaled / (pre * p.h).max()
     rescaled = nqm.NoisyQuadratic(pre * p.h, pre * p.c)
     np.testing.assert_allclose(
-        dynamics.expected_loss(p, lr, b, 30, precond=pre),
+        dynamics.expected_loss(p, optim.sgd(lr, pre), b, 30),
         dynamics.expected_loss(rescaled, lr, b, 30, init_var=1 / pre),
         rtol=1e-9,
     )
@@ -121,24 +121,27 @@ def test_noise_scale_ratio_within_condition_number(pp):
     assert 1 / kappa * (1 - 1e-12) <= ratio <= kappa * (1 + 1e-12)
 
 
-@given(problems(noise=False, max_d=8), st.floats(0.01, 1.9), st.integers(0, 30), st.data())
-def test_zero_noise_simulation_equals_deterministic_run(p, lr_scaled, steps, data):
-    lr = lr_scaled / p.h.max()
+@given(problems(noise=False, max_d=8), st.floats(0.01, 1.0), st.integers(0, 30), st.booleans(), st.data())
+def test_zero_noise_simulation_equals_deterministic_run(p, lr_scaled, steps, rotated, data):
+    """An optimiser's two faces agree: its ``update`` (the general path, with a rotated basis) and the
+    transition (the fused path and exact dynamics) give the same noise-free run from the same θ₀."""
+    opt = data.draw(linear_optimisers(lr_scaled / p.h.max()))
     theta0 = np.array(data.draw(st.lists(st.floats(-3, 3), min_size=p.d, max_size=p.d)))
-    sim = nqm.simulate(p, lr, 4, steps, replicas=3, theta0=theta0, record=range(steps + 1))
-    exact = dynamics.expected_loss(p, lr, 4, steps, init_var=theta0**2)
-    np.testing.assert_allclose(sim.mean, exact, rtol=1e-9, atol=1e-300)
-    assert np.all(sim.sem <= 1e-12 * sim.mean)  # every replica is the same run, up to rounding of the mean
+    if rotated:
+        p = nqm.NoisyQuadratic(p.h, p.c, basis=data.draw(rotations(p.d)))
+    sim = nqm.simulate(p, opt, 4, steps, 3, theta0=theta0, at=range(steps + 1))
+    exact = dynamics.expected_loss(p, opt, 4, steps, init_var=theta0**2)
+    np.testing.assert_allclose(sim.mean, exact, rtol=1e-8, atol=1e-12 * exact[0] + 1e-300)
+    assert np.all(sim.sem <= 1e-12 * sim.mean + 1e-300)  # every replica is the same run
 
 
-@given(problems(max_d=6), st.integers(0, 2**32 - 1), st.sampled_from([0.0, 0.7]), st.sampled_from([0.0, 0.5]))
-def test_same_seed_same_result_whatever_the_threads(p, seed, beta, gamma):
-    kw = dict(
-        lr=0.5 / p.h.max(), batch_size=3, steps=12, replicas=5, seed=seed, momentum=beta, ema=gamma, keep_losses=True
-    )
-    a = nqm.simulate(p, threads=1, **kw)
-    b = nqm.simulate(p, threads=2, **kw)
-    c = nqm.simulate(p, threads=1, **kw)
+@given(problems(max_d=6), st.integers(0, 2**32 - 1), st.data())
+def test_same_seed_same_result_whatever_the_threads(p, seed, data):
+    opt = data.draw(linear_optimisers(0.5 / p.h.max()))
+    kw = dict(batch_size=3, steps=12, replicas=5, seed=seed, keep_losses=True)
+    a = nqm.simulate(p, opt, threads=1, **kw)
+    b = nqm.simulate(p, opt, threads=2, **kw)
+    c = nqm.simulate(p, opt, threads=1, **kw)
     np.testing.assert_array_equal(a.losses, b.losses)
     np.testing.assert_array_equal(a.losses, c.losses)
 
@@ -151,8 +154,9 @@ def test_rotated_simulation_equals_unrotated_one(pp, data):
     lr = 0.5 / p.h.max()
     plain = nqm.NoisyQuadratic(p.h, p.c, basis=np.eye(p.d))
     rotated = nqm.NoisyQuadratic(p.h, p.c, basis=q)
-    kw = dict(lr=lr, batch_size=2, steps=10, replicas=4, seed=1, momentum=0.3, theta0=th, keep_state=True)
-    a, b = nqm.simulate(plain, **kw), nqm.simulate(rotated, **kw)
+    opt = data.draw(linear_optimisers(lr))
+    kw = dict(batch_size=2, steps=10, replicas=4, seed=1, theta0=th, keep_state=True)
+    a, b = nqm.simulate(plain, opt, **kw), nqm.simulate(rotated, opt, **kw)
     np.testing.assert_allclose(a.mean, b.mean, rtol=1e-9)
     np.testing.assert_allclose(a.state, b.state, rtol=1e-8, atol=1e-10)
 

@@ -19,7 +19,7 @@ import pytest
 from nqm import sweep
 from nqm.progress import Progress
 
-SIM_FIXED = {"d": 64, "lr": 0.5, "steps": 30, "replicas": 8, "record": [0, 10, 30]}
+SIM_FIXED = {"d": 64, "lr": 0.5, "steps": 30, "replicas": 8, "at": [0, 10, 30]}
 SIM_GRID = sweep.grid(batch_size=[2, 32], momentum=[0.0, 0.5], repeat=[0, 1])
 
 
@@ -123,9 +123,9 @@ def test_results_match_direct_calls(inline_simulations):
     rec = inline_simulations.records[3]
     direct = nqm.simulate(
         nqm.NoisyQuadratic.zhang2019(64),
-        **{k: v for k, v in SIM_FIXED.items() if k != "d"},
+        nqm.optim.heavy_ball(SIM_FIXED["lr"], rec["params"]["momentum"]),
+        **{k: v for k, v in SIM_FIXED.items() if k not in ("d", "lr")},
         batch_size=rec["params"]["batch_size"],
-        momentum=rec["params"]["momentum"],
         seed=rec["seed"],
     )
     assert rec["result"]["mean"] == direct.mean.tolist()
@@ -234,11 +234,13 @@ def test_a_killed_sweep_resumes_losing_nothing_and_repeating_nothing(tmp_path):
 
 
 def test_validation_checks_run_as_a_sweep_task():
-    r = sweep.run("validate", sweep.grid(repeat=[0]), fixed={"only": ["V5"]}, progress=False)
+    from validation.sweep_task import validate_task
+
+    r = sweep.run(validate_task, sweep.grid(repeat=[0]), fixed={"only": ["V5"]}, progress=False)
     row = r.rows()[0]
     assert row["ok"] and row["checks"] == row["checks_passed"] > 0 and row["failed"] == []
     with pytest.raises(sweep.SweepTaskError, match="unknown check"):
-        sweep.run("validate", [{"only": "V99"}], progress=False)
+        sweep.run(validate_task, [{"only": "V99"}], progress=False)
 
 
 def test_optimal_steps_task_matches_the_solver():
@@ -248,6 +250,23 @@ def test_optimal_steps_task_matches_the_solver():
     direct = dynamics.optimal_steps_to_target(NoisyQuadratic.zhang2019(200), 0.05, [4, 64])
     assert r.records[0]["result"]["steps"] == direct.steps.tolist()
     assert r.records[0]["result"]["lr"] == direct.lr.tolist()
+
+
+def test_tasks_build_the_optimiser_from_plain_parameters():
+    """lr, momentum, nesterov and ema in a grid become one optimiser value; the numbers are those of the
+    direct call with that value."""
+    from nqm import NoisyQuadratic, dynamics, optim
+
+    params = sweep.grid(momentum=[0.0, 0.5], nesterov=[False, True], ema=[0.0, 0.9])
+    r = sweep.run("expected_loss", params, fixed={"d": 50, "lr": 0.4, "batch_size": 4, "steps": 20}, progress=False)
+    p = NoisyQuadratic.zhang2019(50)
+    for rec in r.records:
+        q = rec["params"]
+        family = optim.nesterov if q["nesterov"] else optim.heavy_ball
+        opt = optim.ema(family(0.4, q["momentum"]), q["ema"])
+        assert rec["result"]["loss"] == dynamics.expected_loss(p, opt, 4, 20).tolist()
+    losses = {tuple(rec["params"].values()): rec["result"]["loss"][-1] for rec in r.records}
+    assert len(set(losses.values())) == 6  # β = 0 makes Nesterov plain SGD: 8 settings, 6 distinct runs
 
 
 def test_progress_reports_counts_rate_and_time_left():

@@ -7,12 +7,12 @@ from hypothesis import strategies as st
 from strategies import problems
 
 import nqm
-from nqm import dynamics
+from nqm import dynamics, optim
 from validation.stats import critical_z
 
 
-def brute_force_steps(p, lr, b, target, horizon, **kw):
-    losses = dynamics.expected_loss(p, lr, b, horizon, **kw)
+def brute_force_steps(p, opt, b, target, horizon, **kw):
+    losses = dynamics.expected_loss(p, opt, b, horizon, **kw)
     hit = np.nonzero(losses <= target)[0]
     return int(hit[0]) if hit.size else None
 
@@ -34,12 +34,19 @@ def test_sgd_steps_equal_brute_force(p, lr_scaled, b, target_frac, init_var):
         assert k == brute
 
 
-@given(problems(max_d=4), st.floats(0.05, 1.0), st.floats(0.0, 0.95), st.floats(0.0, 0.9), st.floats(0.05, 0.9))
-def test_momentum_and_ema_first_hitting_time_equals_brute_force(p, lr_scaled, beta, gamma, target_frac):
-    lr = lr_scaled / p.h.max()
+@given(
+    problems(max_d=4),
+    st.floats(0.05, 1.0),
+    st.floats(0.0, 0.95),
+    st.floats(0.0, 0.9),
+    st.floats(0.05, 0.9),
+    st.sampled_from([optim.heavy_ball, optim.nesterov]),
+)
+def test_momentum_and_ema_first_hitting_time_equals_brute_force(p, lr_scaled, beta, gamma, target_frac, family):
+    opt = optim.ema(family(lr_scaled / p.h.max(), beta), gamma)
     target = target_frac * 0.5 * p.h.sum()
-    k = dynamics.steps_to_target(p, lr, 4, target, momentum=beta, ema=gamma, max_steps=2000)
-    brute = brute_force_steps(p, lr, 4, target, 2000, momentum=beta, ema=gamma)
+    k = dynamics.steps_to_target(p, opt, 4, target, max_steps=2000)
+    brute = brute_force_steps(p, opt, 4, target, 2000)
     if brute is None:
         assert k == np.inf or k > 2000
     else:
@@ -49,11 +56,12 @@ def test_momentum_and_ema_first_hitting_time_equals_brute_force(p, lr_scaled, be
 def test_underdamped_momentum_first_hit_is_not_the_last_crossing():
     """E[L_t] oscillates: the first hitting time comes before the loss settles for good."""
     p = nqm.NoisyQuadratic([1.0], c=[0.0])
-    losses = dynamics.expected_loss(p, 1.5, 1, 60, momentum=0.9)
+    opt = optim.heavy_ball(1.5, 0.9)
+    losses = dynamics.expected_loss(p, opt, 1, 60)
     assert np.any(np.diff(losses) > 0)  # really oscillates
     target = 0.05
     first = int(np.nonzero(losses <= target)[0][0])
-    assert dynamics.steps_to_target(p, 1.5, 1, target, momentum=0.9) == first
+    assert dynamics.steps_to_target(p, opt, 1, target) == first
     assert np.any(losses[first:] > target)  # it comes back above the target later
 
 
@@ -105,8 +113,8 @@ def test_stricter_targets_need_more_steps(target, factor):
 
 def test_optimal_solver_rejects_what_it_cannot_do():
     p = nqm.NoisyQuadratic.zhang2019(50)
-    with pytest.raises(ValueError, match="optimizer"):
-        dynamics.optimal_steps_to_target(p, 0.1, [1, 2], optimizer="adam")
+    with pytest.raises(ValueError, match="family"):
+        dynamics.optimal_steps_to_target(p, 0.1, [1, 2], family="adam")
     assert np.all(dynamics.optimal_steps_to_target(p, 0.1, [1.0, 64.0]).interior)
     # A flat, very noisy coordinate starts below its noise floor for all but tiny ε: the searched range ends
     # there, the result says it is not interior, and a larger ε (outside the range) is indeed faster.
@@ -123,7 +131,7 @@ def test_simulation_reaches_the_target_at_the_predicted_step():
     r = dynamics.optimal_steps_to_target(p, 0.05, [8.0, 512.0])
     z = critical_z(4, 1e-4)
     for b, lr, steps in zip(r.batch_sizes, r.lr, r.steps.astype(int)):
-        sim = nqm.simulate(p, lr, b, steps, replicas=400, seed=9, record=[steps // 2, steps])
+        sim = nqm.simulate(p, lr, b, steps, 400, seed=9, at=[steps // 2, steps])
         exact = dynamics.expected_loss(p, lr, b, steps, at=[steps // 2, steps])
         assert exact[1] <= 0.05 < exact[0]
         assert abs(sim.mean[1] - exact[1]) <= z * sim.sem[1]
@@ -155,49 +163,57 @@ def test_greedy_step_is_one_step_optimal_and_moments_are_exact():
         dynamics.greedy_schedule(p, 16)
 
 
+TUNED = ("heavy_ball", "ema", "nesterov")
+
+
+def _member(family, lr, h):
+    """The optimiser of ``family`` with step ``lr`` and hyper-parameter h (β or γ)."""
+    return {"heavy_ball": optim.heavy_ball, "nesterov": optim.nesterov}.get(family, lambda e, g: optim.ema(e, g))(lr, h)
+
+
 @pytest.fixture(scope="module")
 def tuned_runs():
     p = nqm.NoisyQuadratic.zhang2019(60)
     b = np.array([1.0, 16.0, 256.0, 4096.0])
-    return p, b, {opt: dynamics.optimal_steps_to_target(p, 0.05, b, optimizer=opt) for opt in ("momentum", "ema")}
+    return p, b, {f: dynamics.optimal_steps_to_target(p, 0.05, b, family=f) for f in TUNED}
 
 
-@pytest.mark.parametrize("opt", ["momentum", "ema"])
-def test_tuned_steps_are_exact_first_hits(tuned_runs, opt):
+@pytest.mark.parametrize("family", TUNED)
+def test_tuned_steps_are_exact_first_hits(tuned_runs, family):
     p, b, runs = tuned_runs
-    r = runs[opt]
-    hyper = r.momentum if opt == "momentum" else r.ema
-    assert (r.ema if opt == "momentum" else r.momentum) is None
+    r = runs[family]
+    assert (r.momentum if family == "ema" else r.ema) is None
     for i in range(b.size):
-        assert dynamics.steps_to_target(p, r.lr[i], b[i], 0.05, **{opt: hyper[i]}) == r.steps[i]
+        assert dynamics.steps_to_target(p, r.optimizer(i), b[i], 0.05) == r.steps[i]
     np.testing.assert_array_equal(r.examples, b * r.steps)
     assert np.all(np.diff(r.steps) <= 0)  # less noise never needs more steps
 
 
-@pytest.mark.parametrize("opt", ["momentum", "ema"])
-def test_tuned_optimum_beats_a_brute_force_grid(tuned_runs, opt):
+@pytest.mark.parametrize("family", TUNED)
+def test_tuned_optimum_beats_a_brute_force_grid(tuned_runs, family):
     """No point of a 24 × 12 grid of (ε, h) (exact first hits) does better than the optimiser, and the grid is
     a real competitor: its best reaches the target within twice the optimiser's steps (4–40% above it)."""
     p, b, runs = tuned_runs
-    r = runs[opt]
+    r = runs[family]
     sgd = dynamics.optimal_steps_to_target(p, 0.05, b)
     hs = 1 - np.geomspace(1e-3, 0.9, 12)
     for i in [0, 2, 3]:
         best = np.inf
         for h in hs:
-            edge = (2 * (1 + h) if opt == "momentum" else 2.0) / p.h.max()
+            edge = optim.stable_lr_bound(family, h) / p.h.max()
             for lr in np.geomspace(edge * 1e-4, edge * 0.999, 24):
                 cap = int(2 * r.steps[i])
-                best = min(best, dynamics.steps_to_target(p, lr, b[i], 0.05, max_steps=cap, **{opt: h}))
+                best = min(best, dynamics.steps_to_target(p, _member(family, lr, h), b[i], 0.05, max_steps=cap))
         assert r.steps[i] <= best < np.inf
         assert r.steps[i] <= sgd.steps[i]  # h → 0 is SGD, inside the searched range
 
 
 def test_momentum_helps_at_large_batch_and_ema_at_small(tuned_runs):
-    """Zhang et al. 2019 (Z3, Z5): momentum cuts steps at large B, EMA at small B; otherwise ≈ SGD."""
+    """Zhang et al. 2019 (Z3, Z5): momentum (heavy ball or Nesterov) cuts steps at large B, EMA at small B."""
     p, b, runs = tuned_runs
     sgd = dynamics.optimal_steps_to_target(p, 0.05, b)
-    assert runs["momentum"].steps[-1] < 0.5 * sgd.steps[-1]
+    assert runs["heavy_ball"].steps[-1] < 0.5 * sgd.steps[-1]
+    assert runs["nesterov"].steps[-1] < 0.5 * sgd.steps[-1]
     assert runs["ema"].steps[0] < 0.8 * sgd.steps[0]
 
 

@@ -83,7 +83,7 @@ class Family:
                 seed=seed,
                 per_example=self.per_example,
                 keep_state=True,
-                record=[0, steps],
+                at=[0, steps],
             )
             self.points[name] = run.state[0]
         return self

@@ -49,7 +49,7 @@ def run(replicas: int, seed: int, out_dir):
             seed=stream(seed, "v10", str(lr)),
             init_var=0.0,
             keep_state=True,
-            record=[0, STEPS],
+            at=[0, STEPS],
         )
         theta = sim.state
         g_sq = (theta**2) @ h**2

@@ -40,7 +40,7 @@ def run(d: int, d_sim: int, replicas: int, seed: int, out_dir):
             b_crit[(target, power)] = crit
             # the run at B ≈ B_crit: B_noise at the target and averaged over the run (per step)
             k = int(np.argmin(np.abs(np.log(BATCHES / crit))))
-            scales = dynamics.noise_scales_along(p, r.lr[k], BATCHES[k], r.steps[k], pre)
+            scales = dynamics.noise_scales_along(p, r.optimizer(k), BATCHES[k], r.steps[k])
             at_target, mean_run = scales[-1, 0], scales[:, 0].mean()
             slope = np.polyfit(np.log(BATCHES[:3]), np.log(r.lr[:3]), 1)[0]
             rows.append(

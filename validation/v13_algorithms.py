@@ -3,7 +3,7 @@ averaging (EMA), preconditioning and piecewise-constant schedules against tuned 
 the target vs B, and the critical batch size of each.
 
 Every number is an exact optimum of the expected dynamics (``optimal_steps_to_target`` with
-optimizer="sgd" | "momentum" | "ema"; ``optimal_piecewise_schedule``). The paper's claims are qualitative;
+family="sgd" | "heavy_ball" | "ema"; ``optimal_piecewise_schedule``). The paper's claims are qualitative;
 each check states the margin it reads into them (e.g. "helps" = at most half the steps) and each has a
 negative control: the same claim moved to the other end of the batch-size range, where it must fail.
 A Monte Carlo spot check holds the simulated loss at the solvers' predicted step counts against the exact
@@ -31,8 +31,8 @@ def run(d: int, d_sim: int, replicas: int, seed: int, out_dir, batches=BATCHES):
     p = nqm.NoisyQuadratic.zhang2019(d)
     batches = np.asarray(batches, dtype=np.float64)
     sgd = dynamics.optimal_steps_to_target(p, TARGET, batches)
-    mom = dynamics.optimal_steps_to_target(p, TARGET, batches, optimizer="momentum")
-    ema = dynamics.optimal_steps_to_target(p, TARGET, batches, optimizer="ema")
+    mom = dynamics.optimal_steps_to_target(p, TARGET, batches, family="heavy_ball")
+    ema = dynamics.optimal_steps_to_target(p, TARGET, batches, family="ema")
     schedules = {k: [dynamics.optimal_piecewise_schedule(p, TARGET, b, k) for b in batches] for k in PIECES}
     piecewise = {k: np.array([s.total_steps for s in v]) for k, v in schedules.items()}
     bound = p.d / (2 * TARGET * batches)  # C = H: the risk of the sample mean of all B·t gradients
@@ -133,7 +133,7 @@ def run(d: int, d_sim: int, replicas: int, seed: int, out_dir, batches=BATCHES):
     # the small-B momentum claim depends on the problem's size: the same ratio on a 10× smaller copy
     small = nqm.NoisyQuadratic.zhang2019(max(d // 10, 10))
     small_ratio = (
-        dynamics.optimal_steps_to_target(small, TARGET, batches[:1], optimizer="momentum").steps[0]
+        dynamics.optimal_steps_to_target(small, TARGET, batches[:1], family="heavy_ball").steps[0]
         / dynamics.optimal_steps_to_target(small, TARGET, batches[:1]).steps[0]
     )
     rows = [
@@ -235,13 +235,12 @@ def _spot_check(d, replicas, seed):
     p = nqm.NoisyQuadratic.zhang2019(d)
     target, batch = 0.05, 256.0
     predicted, measured, se, planted, crossing = [], [], [], [], []
-    for opt in ("sgd", "momentum", "ema"):
-        r = dynamics.optimal_steps_to_target(p, target, [batch], optimizer=opt)
-        kw = {} if opt == "sgd" else {opt: float(getattr(r, opt)[0])}
+    for label, family in (("sgd", "sgd"), ("momentum", "heavy_ball"), ("ema", "ema")):
+        r = dynamics.optimal_steps_to_target(p, target, [batch], family=family)
         k = int(r.steps[0])
         at = [int(0.8 * k), k - 1, k]
-        exact = dynamics.expected_loss(p, r.lr[0], batch, k, at=at, **kw)
-        sim = nqm.simulate(p, r.lr[0], batch, k, replicas, seed=stream(seed, "v13", opt), record=at, **kw)
+        exact = dynamics.expected_loss(p, r.optimizer(0), batch, k, at=at)
+        sim = nqm.simulate(p, r.optimizer(0), batch, k, replicas, seed=stream(seed, "v13", label), at=at)
         predicted += list(exact[1:])
         measured += list(sim.mean[1:])
         se += list(sim.sem[1:])

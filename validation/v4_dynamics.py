@@ -1,9 +1,11 @@
 """V4 — simulated trajectories against the exact expected dynamics (Zhang et al. 2019, §3).
 
-SGD, preconditioned SGD (P = H^−½), heavy-ball momentum and iterate EMA on Zhang's spectrum; SGD with a
-dense misaligned Σ (only Σ's diagonal in H's basis should matter) and with per-example Student-t noise.
-Every recorded step is a comparison. Planted errors: 1/B missing; noise variance doubled; and, for the
-SGD runs, the contraction (1 − εh) in place of (1 − εh)².
+SGD, preconditioned SGD (P = H^−½), heavy-ball momentum, Nesterov momentum and iterate EMA on Zhang's
+spectrum; SGD and Nesterov with a dense misaligned Σ (only Σ's diagonal in H's basis should matter; the
+simulator then runs the optimiser's own update with matrix products, the exact engine its transition) and SGD
+with per-example Student-t noise. Every recorded step is a comparison. Planted errors: 1/B missing; noise
+variance doubled; for the SGD runs, the contraction (1 − εh) in place of (1 − εh)²; for Nesterov, heavy ball's
+transition at the same (ε, β).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 import nqm
-from nqm import dynamics, plots
+from nqm import dynamics, optim, plots
 
 from .families import Budget, Family
 from .one_step import stream
@@ -34,13 +36,16 @@ def runs(families: dict[str, Family], budget: Budget):
     zhang, dense, ex = families["zhang2019"], families["dense-misaligned"], families["student-t-examples"]
     zp = zhang.problem
     return [
-        ("SGD", zp, dict(lr=1.0, batch_size=8), None, True),
-        ("preconditioned SGD, P = H^-1/2", zp, dict(lr=1.0, batch_size=8, precond=zp.h**-0.5), None, True),
-        ("momentum β=0.9", zp, dict(lr=0.1, batch_size=8, momentum=0.9), None, False),
-        ("EMA γ=0.9", zp, dict(lr=1.0, batch_size=8, ema=0.9), None, False),
-        ("momentum β=0.5 + EMA γ=0.8", zp, dict(lr=0.5, batch_size=8, momentum=0.5, ema=0.8), None, False),
-        ("SGD, dense misaligned Σ", dense.problem, dict(lr=1.0, batch_size=8), None, True),
-        ("SGD, Student-t examples", ex.problem, dict(lr=0.5, batch_size=4), "student_t", True),
+        ("SGD", zp, optim.sgd(1.0), 8, None, True),
+        ("preconditioned SGD, P = H^-1/2", zp, optim.sgd(1.0, zp.h**-0.5), 8, None, True),
+        ("momentum β=0.9", zp, optim.heavy_ball(0.1, 0.9), 8, None, False),
+        ("EMA γ=0.9", zp, optim.ema(optim.sgd(1.0), 0.9), 8, None, False),
+        ("momentum β=0.5 + EMA γ=0.8", zp, optim.ema(optim.heavy_ball(0.5, 0.5), 0.8), 8, None, False),
+        ("SGD, dense misaligned Σ", dense.problem, optim.sgd(1.0), 8, None, True),
+        ("SGD, Student-t examples", ex.problem, optim.sgd(0.5), 4, "student_t", True),
+        ("Nesterov β=0.9", zp, optim.nesterov(0.1, 0.9), 8, None, False),
+        ("Nesterov β=0.9 + EMA γ=0.5", zp, optim.ema(optim.nesterov(0.2, 0.9), 0.5), 8, None, False),
+        ("Nesterov β=0.8, dense misaligned Σ", dense.problem, optim.nesterov(0.2, 0.8), 8, None, False),
     ]
 
 
@@ -48,17 +53,18 @@ def checks(families: dict[str, Family], budget: Budget, seed: int, out_dir) -> l
     out = []
     cases = runs(families, budget)
     fig, axes = plots.new_axes(len(cases), width=3.4)
-    for ax, (label, p, kw, per_example, sgd_like) in zip(axes, cases):
+    for ax, (label, p, opt, batch, per_example, sgd_like) in zip(axes, cases):
         steps = budget.trajectory_steps
         sim = nqm.simulate(
             p,
-            steps=steps,
-            replicas=budget.trajectory_replicas,
+            opt,
+            batch,
+            steps,
+            budget.trajectory_replicas,
             seed=stream(seed, "v4", label),
             per_example=per_example,
-            **kw,
         )
-        predicted = dynamics.expected_loss(p, steps=steps, at=sim.steps, **kw)
+        predicted = dynamics.expected_loss(p, opt, batch, steps, at=sim.steps)
         check = Check(
             name=f"V4 dynamics: {label}",
             claim=CLAIM,
@@ -67,7 +73,7 @@ def checks(families: dict[str, Family], budget: Budget, seed: int, out_dir) -> l
             measured=sim.mean,
             se=sim.sem,
             figure="v4_dynamics.png",
-            notes={"replicas": sim.n, "steps": steps, **{k: (v if np.isscalar(v) else "array") for k, v in kw.items()}},
+            notes={"replicas": sim.n, "steps": steps, "optimizer": _describe(opt), "batch_size": batch},
         )
         doubled = nqm.NoisyQuadratic(p.h, 2 * p.c)
         out += [
@@ -75,12 +81,12 @@ def checks(families: dict[str, Family], budget: Budget, seed: int, out_dir) -> l
             check.control(
                 f"V4 control: 1/B missing — {label}",
                 "planted: B = 1 in the noise term",
-                dynamics.expected_loss(p, steps=steps, at=sim.steps, **{**kw, "batch_size": 1}),
+                dynamics.expected_loss(p, opt, 1, steps, at=sim.steps),
             ),
             check.control(
                 f"V4 control: noise 2× — {label}",
                 "planted: c → 2c",
-                dynamics.expected_loss(doubled, steps=steps, at=sim.steps, **kw),
+                dynamics.expected_loss(doubled, opt, batch, steps, at=sim.steps),
             ),
         ]
         if sgd_like:
@@ -88,13 +94,24 @@ def checks(families: dict[str, Family], budget: Budget, seed: int, out_dir) -> l
                 check.control(
                     f"V4 control: (1−εh) for (1−εh)² — {label}",
                     "planted: V ← (1 − εh)V + ε²c/B",
-                    _unsquared_contraction(p, kw["lr"], kw["batch_size"], sim.steps, kw.get("precond")),
+                    _unsquared_contraction(p, opt.lr, batch, sim.steps, opt.precond),
+                )
+            )
+        core = opt.inner if isinstance(opt, optim.Ema) else opt
+        if isinstance(core, optim.Nesterov):
+            planted = optim.heavy_ball(core.lr, core.momentum)
+            planted = optim.ema(planted, opt.gamma) if isinstance(opt, optim.Ema) else planted
+            out.append(
+                check.control(
+                    f"V4 control: heavy ball for Nesterov — {label}",
+                    "planted: the heavy-ball transition with the same (ε, β)",
+                    dynamics.expected_loss(p, planted, batch, steps, at=sim.steps),
                 )
             )
         t_fine = np.unique(np.round(np.geomspace(1, steps, 300)).astype(int))
         plots.theory_vs_simulation(
             t_fine,
-            dynamics.expected_loss(p, steps=steps, at=t_fine, **kw),
+            dynamics.expected_loss(p, opt, batch, steps, at=t_fine),
             [("simulated", sim.steps[1:], sim.mean[1:], sim.sem[1:])],
             ax=ax,
             xscale="log",
@@ -106,3 +123,12 @@ def checks(families: dict[str, Family], budget: Budget, seed: int, out_dir) -> l
         )
     plots.save(fig, out_dir / "v4_dynamics.png")
     return out
+
+
+def _describe(opt) -> str:
+    """A short name of an optimiser value for the report's notes."""
+    if isinstance(opt, optim.Ema):
+        return f"{_describe(opt.inner)} + EMA γ={opt.gamma:g}"
+    parts = [f"lr={opt.lr:g}"] + ([f"β={opt.momentum:g}"] if hasattr(opt, "momentum") else [])
+    parts += ["precond"] if opt.precond is not None else []
+    return f"{type(opt).__name__}({', '.join(parts)})"

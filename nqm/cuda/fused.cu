@@ -4,7 +4,7 @@
 // builds without register spills. Its semantics are mirrored line by line in NumPy by nqm/counter_sim.py; the
 // random words agree bit for bit with nqm/philox.py (counter layout: block, coordinate, replica, stream).
 //
-// One thread owns one (replica, coordinate) and keeps θ (and θ_{t-1} for momentum, θ̃ for the EMA) in
+// One thread owns one (replica, coordinate) and keeps θ (and the optimiser's second state, θ̃ for the EMA) in
 // registers for a whole chunk of steps; it draws its own noise (one Philox call per 4 steps, Box–Muller) and
 // adds ½hθ² of its coordinate into the replica's loss at each checkpoint through a block reduction in double.
 // Steps are uniform across a block, so the reductions' __syncthreads are reached by every thread.
@@ -120,31 +120,35 @@ extern "C" __global__ void nqm_init_f64(double *theta, const double *init_sd, in
     nqm_init<double>(theta, init_sd, d, rows, row0, k0, k1);
 }
 
-// Steps t0+1 … t1 on rows [row0, row0 + rows). Per coordinate: a = 1 + β − ελ (a = 1 − ελ for SGD), s = ε·p·√(c/B).
-//   SGD:       θ ← aθ − s z
-//   momentum:  θ ← aθ − βθ_{t−1} − s z        (heavy ball on positions; θ_{−1} = θ₀ means v₀ = 0)
-//   EMA:       θ̃ ← γ(θ̃ − θ) + θ
-// Checkpoints ck[0 … n_ck) lie in [t0, t1]; the loss ½Σh x² (x = θ̃ with EMA, else θ) of row r at ck[k] is added
+// Steps t0+1 … t1 on rows [row0, row0 + rows). Per coordinate the optimiser's recurrence (nqm/recurrence.py):
+// coef holds six rows of d values, f00, f01, f10, f11, u0, u1 (u = g·σ, the noise gains times ε·p·√(c/B)):
+//   kind 0 (one state, SGD):         x ← f00·x + u0·z
+//   kind 1 (shift, heavy ball):      x ← f00·x + f01·y + u0·z,  y ← x       (y = θ_{t-1}; θ_{-1} = θ₀: v₀ = 0)
+//   kind 2 (two states, Nesterov):   x ← f00·x + f01·y + u0·z,  y ← f10·x + f11·y + u1·z   (from the old x, y)
+//   EMA (avg != nullptr):            x̃ ← γ(x̃ − x) + x
+// Checkpoints ck[0 … n_ck) lie in [t0, t1]; the loss ½Σh x² (x = x̃ with EMA, else x) of row r at ck[k] is added
 // to losses[r * ld + k]. State arrays are row-major (rows, d); 64-bit indices throughout.
 template <typename T>
-__device__ void nqm_run(T *theta, T *prev, T *avg, const T *a, const T *s, const double *h, T beta, T gamma, int d,
-                        int rows, long long row0, long long t0, long long t1, const long long *ck, int n_ck,
-                        double *losses, int ld, u32 k0, u32 k1) {
+__device__ void nqm_run(T *theta, T *aux, T *avg, const T *coef, const double *h, int kind, T gamma, int d, int rows,
+                        long long row0, long long t0, long long t1, const long long *ck, int n_ck, double *losses,
+                        int ld, u32 k0, u32 k1) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const bool valid = i < d;
-    const T ai = valid ? a[i] : (T)0, si = valid ? s[i] : (T)0;
+    const T f00 = valid ? coef[i] : (T)0, f01 = valid ? coef[d + i] : (T)0;
+    const T f10 = valid ? coef[2 * d + i] : (T)0, f11 = valid ? coef[3 * d + i] : (T)0;
+    const T u0 = valid ? coef[4 * d + i] : (T)0, u1 = valid ? coef[5 * d + i] : (T)0;
     const double hi = valid ? h[i] : 0.0;
-    const bool momentum = prev != nullptr, ema = avg != nullptr;
+    const bool two = aux != nullptr, ema = avg != nullptr;
     for (int r = blockIdx.y; r < rows; r += gridDim.y) {
         const long long at = (long long)r * d + i;
         T x = valid ? theta[at] : (T)0;
-        T xp = (momentum && valid) ? prev[at] : (T)0;
+        T y = (two && valid) ? aux[at] : (T)0;
         T xa = (ema && valid) ? avg[at] : (T)0;
         const u32 replica = (u32)(row0 + r);
         int k = 0;
         if (k < n_ck && ck[k] == t0) {
-            const double y = (double)(ema ? xa : x);
-            nqm_block_add(0.5 * hi * y * y, losses + (long long)r * ld + k);
+            const double v = (double)(ema ? xa : x);
+            nqm_block_add(0.5 * hi * v * v, losses + (long long)r * ld + k);
             ++k;
         }
         long long t = t0;
@@ -155,40 +159,40 @@ __device__ void nqm_run(T *theta, T *prev, T *avg, const T *a, const T *s, const
 #pragma unroll
             for (int j = 0; j < 4; ++j) {  // unrolled: z[j] stays in a register
                 if (4 * block + j < t || t >= t1) continue;
-                if (momentum) {
-                    const T next = ai * x - beta * xp - si * z[j];
-                    xp = x;
-                    x = next;
+                if (kind == 0) {
+                    x = f00 * x + u0 * z[j];
                 } else {
-                    x = ai * x - si * z[j];
+                    const T next = f00 * x + f01 * y + u0 * z[j];
+                    y = kind == 1 ? x : f10 * x + f11 * y + u1 * z[j];
+                    x = next;
                 }
                 if (ema) xa = gamma * (xa - x) + x;
                 ++t;
                 if (k < n_ck && ck[k] == t) {
-                    const double y = (double)(ema ? xa : x);
-                    nqm_block_add(0.5 * hi * y * y, losses + (long long)r * ld + k);
+                    const double v = (double)(ema ? xa : x);
+                    nqm_block_add(0.5 * hi * v * v, losses + (long long)r * ld + k);
                     ++k;
                 }
             }
         }
         if (valid) {
             theta[at] = x;
-            if (momentum) prev[at] = xp;
+            if (two) aux[at] = y;
             if (ema) avg[at] = xa;
         }
     }
 }
 
-extern "C" __global__ void nqm_run_f32(float *theta, float *prev, float *avg, const float *a, const float *s,
-                                       const double *h, float beta, float gamma, int d, int rows, long long row0,
-                                       long long t0, long long t1, const long long *ck, int n_ck, double *losses,
-                                       int ld, u32 k0, u32 k1) {
-    nqm_run<float>(theta, prev, avg, a, s, h, beta, gamma, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
+extern "C" __global__ void nqm_run_f32(float *theta, float *aux, float *avg, const float *coef, const double *h,
+                                       int kind, float gamma, int d, int rows, long long row0, long long t0,
+                                       long long t1, const long long *ck, int n_ck, double *losses, int ld, u32 k0,
+                                       u32 k1) {
+    nqm_run<float>(theta, aux, avg, coef, h, kind, gamma, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
 }
 
-extern "C" __global__ void nqm_run_f64(double *theta, double *prev, double *avg, const double *a, const double *s,
-                                       const double *h, double beta, double gamma, int d, int rows, long long row0,
-                                       long long t0, long long t1, const long long *ck, int n_ck, double *losses,
-                                       int ld, u32 k0, u32 k1) {
-    nqm_run<double>(theta, prev, avg, a, s, h, beta, gamma, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
+extern "C" __global__ void nqm_run_f64(double *theta, double *aux, double *avg, const double *coef, const double *h,
+                                       int kind, double gamma, int d, int rows, long long row0, long long t0,
+                                       long long t1, const long long *ck, int n_ck, double *losses, int ld, u32 k0,
+                                       u32 k1) {
+    nqm_run<double>(theta, aux, avg, coef, h, kind, gamma, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
 }

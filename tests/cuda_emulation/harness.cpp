@@ -116,9 +116,9 @@ extern "C" void emu_init(int f32, void *theta, const double *init_sd, int d, int
     });
 }
 
-extern "C" void emu_run(int f32, void *theta, void *prev, void *avg, const void *a, const void *s, const double *h,
-                        double beta, double gamma, int d, int rows, long long row0, long long t0, long long t1,
-                        const long long *ck, int n_ck, double *losses, int ld, u32 k0, u32 k1, unsigned grid_y) {
+extern "C" void emu_run(int f32, void *theta, void *aux, void *avg, const void *coef, const double *h, int kind,
+                        double gamma, int d, int rows, long long row0, long long t0, long long t1, const long long *ck,
+                        int n_ck, double *losses, int ld, u32 k0, u32 k1, unsigned grid_y) {
 #ifdef NQM_EMU_THREADS
     const unsigned threads = NQM_EMU_THREADS;
 #else
@@ -126,10 +126,10 @@ extern "C" void emu_run(int f32, void *theta, void *prev, void *avg, const void 
 #endif
     launch((d + threads - 1) / threads, grid_y, [&] {
         if (f32)
-            nqm_run_f32((float *)theta, (float *)prev, (float *)avg, (const float *)a, (const float *)s, h, (float)beta,
-                        (float)gamma, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
+            nqm_run_f32((float *)theta, (float *)aux, (float *)avg, (const float *)coef, h, kind, (float)gamma, d, rows,
+                        row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
         else
-            nqm_run_f64((double *)theta, (double *)prev, (double *)avg, (const double *)a, (const double *)s, h, beta,
-                        gamma, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
+            nqm_run_f64((double *)theta, (double *)aux, (double *)avg, (const double *)coef, h, kind, gamma, d, rows,
+                        row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
     });
 }

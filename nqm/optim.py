@@ -1,0 +1,307 @@
+r"""Optimisers as values: each is defined once here, and every engine consumes it.
+
+An optimiser is a small immutable value with two faces, as an optax transform carries ``init`` beside
+``update``:
+
+* its **update**, for the simulators: ``init(x)`` gives the state a run starts from (θ₀ and whatever the
+  optimiser carries), ``update(state, step)`` the next state from ``step = P g`` (the preconditioned stochastic
+  gradient, in whatever basis the simulator works), and ``readout(state)`` the iterate whose loss is reported;
+* its **transition**, for the exact engines: per coordinate of H's basis the state ``s`` (θ first) of a
+  *linear* optimiser obeys
+
+  .. math:: s_{t+1} = F\,s_t + g\,\sigma z_t,\qquad s_0 = e\,\theta_0,\qquad z_t \sim \mathcal N(0, 1),
+
+  with ``λ = εph`` (the step times the preconditioned curvature) and ``σ = εp√(c/B)`` (the standard deviation
+  of the step's noise, :func:`nqm.noise.step_coefficients`). ``transition(lam)`` gives ``(F, g)`` as arrays
+  (n, m, m) and (n, m); ``initial`` is e and ``loss_index`` the component whose ½hE[·²] is the loss. Exact
+  dynamics (:mod:`nqm.dynamics`), skip-ahead and the fused CUDA kernel (:mod:`nqm.counter_sim`) all use it.
+
+The linear optimisers (Zhang et al. 2019, arXiv:1907.04164, §3):
+
+* ``sgd(lr, precond)``: ``θ ← θ − εPg``;
+* ``heavy_ball(lr, momentum, precond)``: ``v ← βv + Pg``, ``θ ← θ − εv``, v₀ = 0; its transition is written
+  on positions (θ_t, θ_{t−1}): ``θ_{t+1} = (1 + β − λ)θ_t − βθ_{t−1} − σz``;
+* ``nesterov(lr, momentum, precond)`` in PyTorch's form: ``v ← βv + Pg``, ``θ ← θ − ε(Pg + βv)``, v₀ = 0; its
+  transition is written on (θ, εv): ``εv' = βεv + λθ + σz``, ``θ' = θ − (1 + β)(λθ + σz) − β²εv``;
+* ``ema(inner, gamma)``: iterate averaging ``θ̃ ← γθ̃ + (1 − γ)θ``, θ̃₀ = θ₀, of any linear optimiser; the loss
+  of θ̃ is reported.
+
+Optimisers that are not linear (sign-based, adaptive) have no transition; the exact engines refuse them with
+:func:`require_linear`, the simulators run their ``update``.
+
+Example:
+    >>> from nqm import optim
+    >>> opt = optim.nesterov(0.1, 0.9)
+    >>> F, g = opt.transition(np.array([0.5]))
+    >>> F[0].tolist(), g[0].tolist()
+    [[0.04999999999999993, -0.81], [0.5, 0.9]], [-1.9, 1.0]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "Optimizer",
+    "Sgd",
+    "HeavyBall",
+    "Nesterov",
+    "Ema",
+    "sgd",
+    "heavy_ball",
+    "nesterov",
+    "ema",
+    "as_optimizer",
+    "require_linear",
+    "stable_lr_bound",
+    "FAMILIES",
+]
+
+
+def _check_lr(lr) -> float:
+    e = float(lr)
+    if not np.isfinite(e) or e <= 0:
+        raise ValueError(f"step size (lr) must be finite and > 0, got {lr!r}")
+    return e
+
+
+def _check_unit(name: str, value) -> float:
+    v = float(value)
+    if not (0.0 <= v < 1.0):
+        raise ValueError(f"{name} must lie in [0, 1), got {value!r}")
+    return v
+
+
+def _check_precond(precond):
+    if precond is None:
+        return None
+    pre = np.array(precond, dtype=np.float64)
+    if pre.ndim != 1 or not np.all(np.isfinite(pre)) or np.any(pre <= 0):
+        raise ValueError("precond (diagonal of P in H's basis) must be a 1-D array of finite values > 0")
+    pre.setflags(write=False)
+    return pre
+
+
+class Optimizer:
+    """What every optimiser value offers. ``linear`` says whether it has a transition (exact engines)."""
+
+    linear = False
+    lr: float
+    precond: Any
+
+    def init(self, x):
+        """The state a run starts from, θ₀ = ``x`` (rows of replicas); a tuple of arrays."""
+        raise NotImplementedError
+
+    def update(self, state, step):
+        """The next state from ``step`` = P·g (new arrays; the state is not modified)."""
+        raise NotImplementedError
+
+    def readout(self, state):
+        """The iterate whose loss is reported."""
+        return state[0]
+
+
+class _Linear(Optimizer):
+    linear = True
+    initial: tuple[float, ...]
+    loss_index = 0
+
+    @property
+    def order(self) -> int:
+        """m, the number of state components per coordinate."""
+        return len(self.initial)
+
+    def transition(self, lam):
+        """(F (..., m, m), g (..., m)) per coordinate for ``lam`` = εph (...): s' = F s + g σ z.
+
+        The hyper-parameters (β, γ) may be arrays broadcasting against ``lam``: the tuners of
+        :mod:`nqm.dynamics` evaluate many of them at once."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, eq=False)
+class Sgd(_Linear):
+    """Plain (optionally preconditioned) SGD, ``θ ← θ − εPg``."""
+
+    lr: float
+    precond: Any = None
+    initial = (1.0,)
+
+    def transition(self, lam):
+        lam = np.asarray(lam, dtype=np.float64)
+        return (1.0 - lam)[..., None, None], np.full(lam.shape + (1,), -1.0)
+
+    def init(self, x):
+        return (x,)
+
+    def update(self, state, step):
+        return (state[0] - self.lr * step,)
+
+
+@dataclass(frozen=True, eq=False)
+class HeavyBall(_Linear):
+    """Heavy-ball momentum, ``v ← βv + Pg``, ``θ ← θ − εv``, v₀ = 0 (effective step ε/(1 − β))."""
+
+    lr: float
+    momentum: float
+    precond: Any = None
+    initial = (1.0, 1.0)  # (θ₀, θ_{−1} = θ₀): v₀ = 0
+
+    def transition(self, lam):
+        lam = np.asarray(lam, dtype=np.float64)
+        beta = self.momentum
+        f = np.empty(lam.shape + (2, 2))
+        f[..., 0, 0], f[..., 0, 1], f[..., 1, 0], f[..., 1, 1] = 1.0 + beta - lam, -beta, 1.0, 0.0
+        g = np.zeros(lam.shape + (2,))
+        g[..., 0] = -1.0
+        return f, g
+
+    def init(self, x):
+        return (x, x * 0)
+
+    def update(self, state, step):
+        x, v = state
+        v = self.momentum * v + step
+        return (x - self.lr * v, v)
+
+
+@dataclass(frozen=True, eq=False)
+class Nesterov(_Linear):
+    """Nesterov momentum in PyTorch's form, ``v ← βv + Pg``, ``θ ← θ − ε(Pg + βv)``, v₀ = 0."""
+
+    lr: float
+    momentum: float
+    precond: Any = None
+    initial = (1.0, 0.0)  # (θ₀, εv₀ = 0)
+
+    def transition(self, lam):
+        lam = np.asarray(lam, dtype=np.float64)
+        beta = self.momentum
+        f = np.empty(lam.shape + (2, 2))
+        f[..., 0, 0], f[..., 0, 1] = 1.0 - (1.0 + beta) * lam, -beta * beta
+        f[..., 1, 0], f[..., 1, 1] = lam, beta
+        g = np.empty(lam.shape + (2,))
+        g[..., 0], g[..., 1] = -(1.0 + beta), 1.0
+        return f, g
+
+    def init(self, x):
+        return (x, x * 0)
+
+    def update(self, state, step):
+        x, v = state
+        v = self.momentum * v + step
+        return (x - self.lr * (step + self.momentum * v), v)
+
+
+@dataclass(frozen=True, eq=False)
+class Ema(_Linear):
+    """Iterate averaging ``θ̃ ← γθ̃ + (1 − γ)θ`` (θ̃₀ = θ₀) over a linear optimiser; the loss of θ̃ is reported."""
+
+    inner: Any
+    gamma: float
+    lr: float = field(init=False)
+    precond: Any = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "lr", self.inner.lr)
+        object.__setattr__(self, "precond", self.inner.precond)
+
+    @property
+    def initial(self):
+        return (*self.inner.initial, 1.0)
+
+    @property
+    def loss_index(self):
+        return self.inner.order
+
+    def transition(self, lam):
+        # θ̃' = γθ̃ + (1 − γ)θ' with θ' = F₀·s + g₀σz: the averaged row is (1 − γ) times θ's row
+        f_in, g_in = self.inner.transition(lam)
+        k = g_in.shape[-1]
+        f = np.zeros(g_in.shape[:-1] + (k + 1, k + 1))
+        f[..., :k, :k] = f_in
+        f[..., k, :k] = (1.0 - self.gamma) * f_in[..., 0, :]
+        f[..., k, k] = self.gamma
+        return f, np.concatenate([g_in, (1.0 - self.gamma) * g_in[..., :1]], axis=-1)
+
+    def init(self, x):
+        return (*self.inner.init(x), x)
+
+    def update(self, state, step):
+        inner = self.inner.update(state[:-1], step)
+        x = self.inner.readout(inner)
+        return (*inner, self.gamma * state[-1] + (1.0 - self.gamma) * x)
+
+    def readout(self, state):
+        return state[-1]
+
+
+# -- constructors ---------------------------------------------------------------------------------
+def sgd(lr, precond=None) -> Sgd:
+    """SGD ``θ ← θ − εPg``; ``precond`` is the (d,) diagonal of P in H's basis (None: P = I)."""
+    return Sgd(_check_lr(lr), _check_precond(precond))
+
+
+def heavy_ball(lr, momentum, precond=None) -> Sgd | HeavyBall:
+    """Heavy ball ``v ← βv + Pg``, ``θ ← θ − εv`` (v₀ = 0); β = 0 is SGD."""
+    beta = _check_unit("momentum", momentum)
+    return HeavyBall(_check_lr(lr), beta, _check_precond(precond)) if beta > 0 else sgd(lr, precond)
+
+
+def nesterov(lr, momentum, precond=None) -> Sgd | Nesterov:
+    """Nesterov (PyTorch): ``v ← βv + Pg``, ``θ ← θ − ε(Pg + βv)`` (v₀ = 0); β = 0 is SGD."""
+    beta = _check_unit("momentum", momentum)
+    return Nesterov(_check_lr(lr), beta, _check_precond(precond)) if beta > 0 else sgd(lr, precond)
+
+
+def ema(inner, gamma):
+    """Iterate averaging with coefficient γ ∈ [0, 1) of the linear optimiser ``inner`` (γ = 0: ``inner``)."""
+    inner = as_optimizer(inner)
+    require_linear(inner, "ema")
+    g = _check_unit("ema gamma", gamma)
+    if isinstance(inner, Ema):
+        raise ValueError("ema of an ema is not supported: average the inner optimiser once")
+    return Ema(inner, g) if g > 0 else inner
+
+
+def as_optimizer(opt) -> Optimizer:
+    """``opt`` itself if it is an optimiser value; a plain number ε means ``sgd(ε)``."""
+    if isinstance(opt, Optimizer):
+        return opt
+    if isinstance(opt, (int, float, np.integer, np.floating)) and not isinstance(opt, bool):
+        return sgd(opt)
+    raise TypeError(f"expected an optimiser from nqm.optim (or a step size), got {opt!r}")
+
+
+def require_linear(opt, engine: str):
+    """Raise a clear error when an engine that needs a transition gets an optimiser without one."""
+    if not getattr(opt, "linear", False):
+        raise ValueError(
+            f"{engine} needs a linear optimiser (sgd, heavy_ball, nesterov or an ema of one); "
+            f"{type(opt).__name__} has no exact dynamics here: simulate it with nqm.simulate"
+        )
+    return opt
+
+
+def stable_lr_bound(family: str, momentum=0.0):
+    r"""Largest λ = εph for which the family's mean dynamics are stable (per coordinate).
+
+    SGD and its EMA: λ < 2; heavy ball: λ < 2(1 + β); Nesterov: λ < 2(1 + β)/(1 + 2β) (Jury's conditions on
+    z² − (1 + β)(1 − λ)z + β(1 − λ)).
+    """
+    beta = np.asarray(momentum, dtype=np.float64)
+    if family in ("sgd", "ema"):
+        return 2.0 + 0 * beta
+    if family == "heavy_ball":
+        return 2.0 * (1 + beta)
+    if family == "nesterov":
+        return 2.0 * (1 + beta) / (1 + 2 * beta)
+    raise ValueError(f"unknown optimiser family {family!r}; choose from {FAMILIES}")
+
+
+FAMILIES = ("sgd", "heavy_ball", "nesterov", "ema")
+"""Families whose hyper-parameters :func:`nqm.dynamics.optimal_steps_to_target` tunes."""
