@@ -27,9 +27,10 @@ import time
 import numpy as np
 
 import nqm
-from nqm import backend, optim, philox
-from nqm.counter_sim import simulate_counter
-from nqm.skip_ahead import simulate_checkpoints
+from nqm import optim
+from nqm.montecarlo import backend, philox
+from nqm.montecarlo.counter import simulate_counter
+from nqm.montecarlo.skip_ahead import simulate_checkpoints
 
 KAT = philox.KNOWN_ANSWERS
 
@@ -85,7 +86,7 @@ def check_fused(cp) -> dict:
         for label, opt in OPTIMISERS.items():
             common = dict(seed=3, at=[0, 1, 7, 100, 200], dtype=dtype, keep_losses=True)
             gpu = nqm.simulate(p, opt, 8, 200, 64, backend="cupy", **common)
-            cpu = nqm.simulate(p, opt, 8, 200, 64, backend="numpy", rng="philox", **common)
+            cpu = nqm.simulate(p, opt, 8, 200, 64, backend="numpy", generator="philox", **common)
             out[f"{label}, {name}: max rel. diff of losses"] = float(np.max(np.abs(gpu.losses / cpu.losses - 1)))
     opt = optim.ema(optim.nesterov(0.5, 0.4), 0.7)
     args = (p, opt, 8.0, 23, 10, 5, np.ones(p.d), np.array([0, 1, 4, 5, 22, 23]), np.float32)
@@ -98,7 +99,7 @@ def check_fused(cp) -> dict:
     theta = np.linspace(-1, 1, p.d)
     grid = dict(lr=[[0.5], [1.0]], batch_size=[[4.0, 64.0]], replicas=64, seed=2)
     g = nqm.one_step_improvement(p, theta, backend="cupy", **grid)
-    c = nqm.one_step_improvement(p, theta, rng="philox", **grid)
+    c = nqm.one_step_improvement(p, theta, generator="philox", **grid)
     out["one-step CuPy vs NumPy max rel. diff"] = float(np.max(np.abs(g.mean / c.mean - 1)))
     return out
 

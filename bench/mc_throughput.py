@@ -1,4 +1,4 @@
-"""Monte Carlo throughput, measured side by side in one run (DESIGN §6; issue: core package).
+"""Monte Carlo throughput, measured side by side in one run (the bound is the normal generator: docs/architecture.md).
 
 Coordinate-updates per second of ``nqm.simulate`` against
   * the raw ``standard_normal`` fill rate of SFC64 on 1 and 2 threads (the bound: one normal per update),

@@ -1,4 +1,4 @@
-"""State-dependent noise: linear least squares with Gaussian features (DESIGN §2).
+"""State-dependent noise: linear least squares with Gaussian features.
 
 Examples are real pairs (x, y) with ``x ~ N(0, H)`` and ``y = xᵀθ* + ν``, ``ν ~ N(0, σ²)``; coordinates are
 H's eigenbasis and θ is measured from θ* (so θ* = 0). The per-example gradient of ``½(xᵀθ − y)²`` is
@@ -19,9 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .montecarlo import SimulationResult, default_record
-from .parallel import run_tasks, thread_count, tile_rng
-from .problem import NoisyQuadratic, check_batch_size, check_lr
+from .montecarlo import OneStepResult, SimulationResult, loss_curve
+from .montecarlo.parallel import run_tasks, thread_count, tile_rng
+from .montecarlo.results import check_record
+from .optim import Sgd, as_optimizer, require_linear
+from .problem import NoisyQuadratic, check_batch_size, check_lr, check_precond
 
 __all__ = ["LeastSquares"]
 
@@ -67,29 +69,59 @@ class LeastSquares:
         h3 = th @ (self.h**3 * th)
         return float((h3 + (th @ (self.h * th) + self.noise_var) * (self.h @ self.h)) / h3)
 
-    def second_moments(self, lr, batch_size, steps: int, init_var=1.0) -> np.ndarray:
-        """Exact E[θ_i(t)²], t = 0 … steps, shape (steps + 1, d), by the closed recursion
-
-        .. math:: V_{t+1} = \\big[(1 - \\epsilon h)^2 + \\epsilon^2h^2/B\\big]V_t
-                  + \\frac{\\epsilon^2 h}{B}\\big(\\textstyle\\sum_j h_jV_{t,j} + \\sigma^2\\big)
-
-        (Gaussian fourth moments E[x xᵀMx xᵀ] = 2HMH + tr(HM)H keep E[θθᵀ] diagonal in H's basis)."""
-        e = float(check_lr(lr))
+    def _moments(self, opt, batch_size, steps: int, init_var):
+        """(E θ², E[reported iterate²]) at t = 0 … steps, each (steps + 1, d), by the exact recursion of the
+        optimiser's transition with the noise variance of the current second moments."""
+        opt = require_linear(as_optimizer(opt), "LeastSquares.expected_loss")
         b = float(check_batch_size(batch_size))
         steps = _positive_int("steps", steps, 0)
         m = np.broadcast_to(np.asarray(init_var, dtype=np.float64), (self.d,)).copy()
-        contraction = (1 - e * self.h) ** 2 + e * e * self.h**2 / b
-        coupling = e * e * self.h / b
-        out = np.empty((steps + 1, self.d))
-        out[0] = m
+        if isinstance(opt, Sgd) and opt.precond is None:
+            e = opt.lr  # SGD: the one-state recursion of the module docstring
+            contraction = (1 - e * self.h) ** 2 + e * e * self.h**2 / b
+            coupling = e * e * self.h / b
+            out = np.empty((steps + 1, self.d))
+            out[0] = m
+            for t in range(1, steps + 1):
+                m = contraction * m + coupling * (self.h @ m + self.noise_var)
+                out[t] = m
+            return out, out
+        pre = check_precond(self.as_quadratic(), opt.precond)
+        f, g = opt.transition(opt.lr * pre * self.h)
+        scale = (opt.lr * pre) ** 2 / b  # the step's noise variance per unit of Σ(θ)_ii
+        e = np.asarray(opt.initial)
+        s = m[:, None, None] * np.outer(e, e)  # E[s sᵀ] per coordinate, s₀ = eθ₀
+        gg = g[:, :, None] * g[:, None, :]
+        k = opt.loss_index
+        theta, shown = np.empty((steps + 1, self.d)), np.empty((steps + 1, self.d))
+        theta[0], shown[0] = s[:, 0, 0], s[:, k, k]
         for t in range(1, steps + 1):
-            m = contraction * m + coupling * (self.h @ m + self.noise_var)
-            out[t] = m
-        return out
+            v = s[:, 0, 0]  # the gradient is taken at θ: Var ξ_i = h_i²V_i + h_i(Σ h_j V_j + σ²)
+            q = scale * (self.h**2 * v + self.h * (self.h @ v + self.noise_var))
+            s = f @ s @ np.swapaxes(f, -1, -2) + gg * q[:, None, None]
+            theta[t], shown[t] = s[:, 0, 0], s[:, k, k]
+        return theta, shown
 
-    def expected_loss(self, lr, batch_size, steps: int, init_var=1.0) -> np.ndarray:
-        """Exact E[L_t], t = 0 … steps, from the closed second-moment recursion (one O(d) update per step)."""
-        return 0.5 * self.second_moments(lr, batch_size, steps, init_var) @ self.h
+    def second_moments(self, opt, batch_size, steps: int, *, init_var=1.0) -> np.ndarray:
+        r"""Exact E[θ_i(t)²], t = 0 … steps, shape (steps + 1, d), of a linear optimiser (a step ε means SGD).
+
+        For SGD the closed recursion is
+
+        .. math:: V_{t+1} = \big[(1 - \epsilon h)^2 + \epsilon^2h^2/B\big]V_t
+                  + \frac{\epsilon^2 h}{B}\big(\textstyle\sum_j h_jV_{t,j} + \sigma^2\big)
+
+        (Gaussian fourth moments E[x xᵀMx xᵀ] = 2HMH + tr(HM)H keep E[θθᵀ] diagonal in H's basis). Any other
+        linear optimiser (:mod:`nqm.optim`) steps its transition's second moments, ``S ← FSFᵀ + q_t ggᵀ``,
+        with the noise variance q_t = (εp)²/B·(h²V_t + h(Σ h_j V_{t,j} + σ²)) of the current V_t = E θ²."""
+        return self._moments(opt, batch_size, steps, init_var)[0]
+
+    def expected_loss(self, opt, batch_size, steps: int, *, init_var=1.0) -> np.ndarray:
+        """Exact E[L_t], t = 0 … steps (of θ̃ for an EMA), from the closed second-moment recursion."""
+        return 0.5 * self._moments(opt, batch_size, steps, init_var)[1] @ self.h
+
+    def as_quadratic(self) -> NoisyQuadratic:
+        """The curvature as a noiseless :class:`NoisyQuadratic` (for the checks of shared arguments)."""
+        return NoisyQuadratic(self.h, c=np.zeros(self.d))
 
     def expected_noise_scales(self, second_moments) -> tuple[np.ndarray, np.ndarray]:
         """Ratio-of-expectations noise scales at second moments V (…, d) (McCandlish et al. 2018, eqs. 2.8–2.9):
@@ -108,14 +140,16 @@ class LeastSquares:
         return np.einsum("br,brd->rd", residual, x) / batch_size
 
     def simulate(
-        self, lr, batch_size, steps, replicas, seed=0, init_var=1.0, record=None, threads=None
+        self, opt, batch_size, steps, replicas, *, seed=0, init_var=1.0, at=None, threads=None
     ) -> SimulationResult:
-        """SGD on real examples: R replicas, each step B fresh (x, y) pairs; losses at ``record`` steps."""
-        e = float(check_lr(lr))
+        """Any optimiser (:mod:`nqm.optim`; a step ε means SGD) on real examples: R replicas, each step B
+        fresh (x, y) pairs; losses (of θ̃ for an EMA) at the steps ``at``."""
+        opt = as_optimizer(opt)
+        pre = None if opt.precond is None else check_precond(self.as_quadratic(), opt.precond)
         b = _positive_int("batch_size", batch_size, 1)
         steps = _positive_int("steps", steps, 0)
         replicas = _positive_int("replicas", replicas, 2)
-        rec = default_record(steps) if record is None else np.unique(np.asarray(record, dtype=np.int64))
+        rec = check_record(steps, at)
         var0 = np.broadcast_to(np.asarray(init_var, dtype=np.float64), (self.d,))
         rows = max(1, (1 << 16) // (self.d * b))
         blocks = list(range(0, replicas, rows))
@@ -124,31 +158,27 @@ class LeastSquares:
             def run():
                 rng = tile_rng(seed, r0 // rows)
                 n = min(rows, replicas - r0)
-                theta = rng.standard_normal((n, self.d)) * np.sqrt(var0)
+                state = opt.init(rng.standard_normal((n, self.d)) * np.sqrt(var0))
                 losses = np.empty((n, rec.size))
                 k = 0
                 for t in range(steps + 1):
                     if k < rec.size and rec[k] == t:
-                        losses[:, k] = 0.5 * (theta**2) @ self.h
+                        losses[:, k] = 0.5 * (opt.readout(state) ** 2) @ self.h
                         k += 1
                     if t < steps:
-                        theta = theta - e * self.example_gradients(rng, theta, b)
+                        grad = self.example_gradients(rng, state[0], b)
+                        state = opt.update(state, grad if pre is None else pre * grad)
                 return losses
 
             return run
 
         parts = run_tasks([block(r0) for r0 in blocks], thread_count(threads, len(blocks)))
-        losses = np.concatenate(parts)
-        return SimulationResult(
-            steps=rec, mean=losses.mean(0), sem=losses.std(0, ddof=1) / np.sqrt(replicas), n=replicas
-        )
+        return loss_curve(rec, np.concatenate(parts))
 
     def one_step_improvement(self, theta, lr, batch_size, replicas: int, seed=0, threads=None):
         """ΔL = L(θ) − L(θ − εG_B) with B real examples, on a broadcast (lr, batch_size) grid; every cell has
         its own stream. Returns :class:`nqm.OneStepResult` (compare with ``theory.expected_improvement(
         self.at(θ), θ, ε, B)``)."""
-        from .montecarlo import OneStepResult
-
         lrs, bs = np.broadcast_arrays(check_lr(lr), check_batch_size(batch_size, integer=True))
         replicas = _positive_int("replicas", replicas, 2)
         th = np.asarray(theta, dtype=np.float64)

@@ -14,7 +14,7 @@ An optimiser is a small immutable value with two faces, as an optax transform ca
   with ``λ = εph`` (the step times the preconditioned curvature) and ``σ = εp√(c/B)`` (the standard deviation
   of the step's noise, :func:`nqm.noise.step_coefficients`). ``transition(lam)`` gives ``(F, g)`` as arrays
   (n, m, m) and (n, m); ``initial`` is e and ``loss_index`` the component whose ½hE[·²] is the loss. Exact
-  dynamics (:mod:`nqm.dynamics`), skip-ahead and the fused CUDA kernel (:mod:`nqm.counter_sim`) all use it.
+  dynamics (:mod:`nqm.dynamics`), skip-ahead and the fused CUDA kernel (:mod:`nqm.montecarlo.counter`) all use it.
 
 The linear optimisers (Zhang et al. 2019, arXiv:1907.04164, §3):
 
@@ -30,11 +30,12 @@ Optimisers that are not linear (sign-based, adaptive) have no transition; the ex
 :func:`require_linear`, the simulators run their ``update``.
 
 Example:
+    >>> import numpy as np
     >>> from nqm import optim
     >>> opt = optim.nesterov(0.1, 0.9)
-    >>> F, g = opt.transition(np.array([0.5]))
-    >>> F[0].tolist(), g[0].tolist()
-    [[0.04999999999999993, -0.81], [0.5, 0.9]], [-1.9, 1.0]
+    >>> F, g = opt.transition(np.array([0.5]))      # λ = 0.5: F = [[1 − 1.9λ, −β²], [λ, β]], g = [−(1 + β), 1]
+    >>> F[0].round(12).tolist(), g[0].tolist()
+    ([[0.05, -0.81], [0.5, 0.9]], [-1.9, 1.0])
 """
 
 from __future__ import annotations

@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 import nqm
-from nqm import backend, dynamics, optim, philox
-from nqm.counter_sim import simulate_counter
-from nqm.skip_ahead import jump_map, simulate_checkpoints, step_map
+from nqm import dynamics, optim
+from nqm.montecarlo import backend, philox
+from nqm.montecarlo.counter import simulate_counter
+from nqm.montecarlo.skip_ahead import jump_map, simulate_checkpoints, step_map
 
 Z = 5.0
 
@@ -107,7 +108,7 @@ EACH_OPTIMISER = pytest.mark.parametrize("opt", list(OPTIMISERS.values()), ids=l
 
 @EACH_OPTIMISER
 def test_kernel_mirror_matches_exact_dynamics_and_rejects_a_planted_error(opt):
-    r = nqm.simulate(P, opt, 8, 60, 600, seed=11, rng="philox", at=RECORD)
+    r = nqm.simulate(P, opt, 8, 60, 600, seed=11, generator="philox", at=RECORD)
     exact = dynamics.expected_loss(P, opt, 8, 60, at=RECORD)
     assert np.all(np.abs(r.mean - exact) <= Z * r.sem)
     planted = dynamics.expected_loss(P, opt, 4, 60, at=RECORD)  # the noise variance doubled
@@ -119,7 +120,7 @@ def test_counter_path_on_dense_and_rotated_problems_matches_exact_dynamics():
     dense = nqm.NoisyQuadratic(P.h[:40], sigma=nqm.spectra.misaligned_sigma(P.c[:40], 0.5, seed=3))
     cases = ((q, optim.heavy_ball(0.5, 0.4)), (dense, optim.ema(optim.sgd(0.5), 0.5)), (q, optim.nesterov(0.5, 0.4)))
     for prob, opt in cases:
-        r = nqm.simulate(prob, opt, 8, 40, 600, seed=4, rng="philox", at=[0, 10, 40])
+        r = nqm.simulate(prob, opt, 8, 40, 600, seed=4, generator="philox", at=[0, 10, 40])
         exact = dynamics.expected_loss(prob, opt, 8, 40, at=[0, 10, 40])
         assert np.all(np.abs(r.mean - exact) <= Z * r.sem)
         planted = dynamics.expected_loss(prob, opt, 2, 40, at=[0, 10, 40])
@@ -137,8 +138,8 @@ def test_chunking_and_replica_batching_do_not_change_a_single_bit(dtype, opt):
 
 
 def test_the_same_seed_starts_from_the_same_point_and_replicas_differ():
-    a = nqm.simulate(P, 0.5, 8, 0, 4, seed=9, rng="philox", at=[0], keep_state=True)
-    b = nqm.simulate(P, 0.5, 8, 5, 4, seed=9, rng="philox", at=[0, 5], keep_losses=True)
+    a = nqm.simulate(P, 0.5, 8, 0, 4, seed=9, generator="philox", at=[0], keep_state=True)
+    b = nqm.simulate(P, 0.5, 8, 5, 4, seed=9, generator="philox", at=[0, 5], keep_losses=True)
     assert np.array_equal(a.mean, b.mean[:1])
     assert len(set(a.state[:, 0].tolist())) == 4
 
@@ -146,14 +147,18 @@ def test_the_same_seed_starts_from_the_same_point_and_replicas_differ():
 def test_without_noise_the_counter_path_is_the_deterministic_recursion():
     quiet = nqm.NoisyQuadratic(P.h, np.zeros(P.d))
     theta0 = np.linspace(-1, 1, P.d)
-    r = nqm.simulate(quiet, optim.heavy_ball(0.7, 0.5), 8, 25, 2, rng="philox", theta0=theta0, at=[25], keep_state=True)
+    r = nqm.simulate(
+        quiet, optim.heavy_ball(0.7, 0.5), 8, 25, 2, generator="philox", theta0=theta0, at=[25], keep_state=True
+    )
     x, prev = theta0.copy(), theta0.copy()
     a = 1 + 0.5 - 0.7 * P.h
     for _ in range(25):
         x, prev = a * x - 0.5 * prev, x
     np.testing.assert_array_equal(r.state[0], x)
     # Nesterov in PyTorch's form, v ← βv + g, θ ← θ − ε(g + βv), agrees to rounding (the kernel runs (θ, εv))
-    r = nqm.simulate(quiet, optim.nesterov(0.7, 0.5), 8, 25, 2, rng="philox", theta0=theta0, at=[25], keep_state=True)
+    r = nqm.simulate(
+        quiet, optim.nesterov(0.7, 0.5), 8, 25, 2, generator="philox", theta0=theta0, at=[25], keep_state=True
+    )
     x, v = theta0.copy(), np.zeros(P.d)
     for _ in range(25):
         g = P.h * x
@@ -174,12 +179,12 @@ def test_one_step_on_counter_noise_matches_the_exact_improvement(kind):
     }[kind]
     theta = np.linspace(-2, 2, 60)
     lr, batch = np.array([[5.0], [20.0], [40.0]]), np.array([[2.0, 8.0, 64.0]])
-    r = nqm.one_step_improvement(prob, theta, lr, batch, 2000, seed=4, rng="philox")
+    r = nqm.one_step_improvement(prob, theta, lr, batch, 2000, seed=4, generator="philox")
     exact = theory.expected_improvement(prob, theta, lr, batch)
     assert np.all(np.abs(r.mean - exact) <= Z * r.sem)
     planted = theory.expected_improvement(prob, theta, lr, batch / 2)  # noise variance doubled
     assert np.any(np.abs(r.mean - planted) > Z * r.sem)
-    again = nqm.one_step_improvement(prob, theta, lr, batch, 2000, seed=4, rng="philox")
+    again = nqm.one_step_improvement(prob, theta, lr, batch, 2000, seed=4, generator="philox")
     np.testing.assert_array_equal(again.mean, r.mean)
 
 
@@ -194,9 +199,9 @@ def test_per_example_noise_stays_on_numpy_under_the_environment_override(monkeyp
 
 def test_per_example_noise_and_bad_rng_are_refused():
     with pytest.raises(ValueError, match="per_example"):
-        nqm.simulate(P, 0.5, 8, 5, 4, rng="philox", per_example="gaussian")
-    with pytest.raises(ValueError, match="rng must be"):
-        nqm.simulate(P, 0.5, 8, 5, 4, rng="mt19937")
+        nqm.simulate(P, 0.5, 8, 5, 4, generator="philox", per_example="gaussian")
+    with pytest.raises(ValueError, match="generator must be"):
+        nqm.simulate(P, 0.5, 8, 5, 4, generator="mt19937")
 
 
 # -- skip-ahead ---------------------------------------------------------------------------------------------
@@ -243,8 +248,8 @@ def test_skip_ahead_is_an_oracle_for_the_step_by_step_simulator(batch, planted):
     Both start from the same θ₀ (the same Philox draw); the planted run uses half the batch (twice the noise).
     """
     steps = 40
-    r = nqm.simulate(P, 0.5, batch, steps, 200, seed=5, rng="philox", at=[steps], keep_state=True)
-    start = nqm.simulate(P, 0.5, batch, 0, 200, seed=5, rng="philox", at=[0], keep_state=True).state
+    r = nqm.simulate(P, 0.5, batch, steps, 200, seed=5, generator="philox", at=[steps], keep_state=True)
+    start = nqm.simulate(P, 0.5, batch, 0, 200, seed=5, generator="philox", at=[0], keep_state=True).state
     a, q = jump_map(step_map(P, 0.5, 8), steps)
     white = (r.state - a[:, 0, 0] * start) / np.sqrt(q[:, 0, 0])
     scores = np.abs(_moment_z(white)[:2])
@@ -388,7 +393,7 @@ def test_gpu_philox_words_equal_numpy(cupy):
 def test_fused_kernel_equals_its_numpy_mirror(cupy, dtype, rtol, opt):
     common = dict(seed=3, at=[0, 1, 7, 50], dtype=dtype, keep_losses=True)
     gpu = nqm.simulate(P, opt, 8, 50, 64, backend="cupy", **common)
-    cpu = nqm.simulate(P, opt, 8, 50, 64, backend="numpy", rng="philox", **common)
+    cpu = nqm.simulate(P, opt, 8, 50, 64, backend="numpy", generator="philox", **common)
     np.testing.assert_allclose(gpu.losses, cpu.losses, rtol=rtol)
 
 
@@ -405,7 +410,7 @@ def test_gpu_chunking_does_not_change_the_result(cupy):
 def test_gpu_one_step_equals_numpy_on_the_same_counters(cupy):
     theta = np.linspace(-1, 1, P.d)
     a = nqm.one_step_improvement(P, theta, [[0.5], [1.0]], [[4.0, 64.0]], 64, seed=2, backend="cupy")
-    b = nqm.one_step_improvement(P, theta, [[0.5], [1.0]], [[4.0, 64.0]], 64, seed=2, rng="philox")
+    b = nqm.one_step_improvement(P, theta, [[0.5], [1.0]], [[4.0, 64.0]], 64, seed=2, generator="philox")
     np.testing.assert_allclose(a.mean, b.mean, rtol=1e-10)
 
 

@@ -1,5 +1,5 @@
-"""The CUDA source itself, run on the CPU: ``nqm/cuda/fused.cu`` compiled by g++ with CUDA's built-ins emulated
-(``tests/cuda_emulation/harness.cpp``: one thread per block, or 64 OS threads per block with barriers for
+"""The CUDA source itself, run on the CPU: ``nqm/montecarlo/cuda/fused.cu`` compiled by g++ with CUDA's built-ins
+emulated (``tests/cuda_emulation/harness.cpp``: one thread per block, or 64 OS threads per block with barriers for
 ``__syncthreads`` and the warp shuffles), held against nqm's NumPy code.
 
 This checks what no GPU-less test otherwise could: the kernel's counter layout and Philox rounds, its
@@ -20,8 +20,10 @@ import numpy as np
 import pytest
 
 import nqm
-from nqm import backend, counter_sim, optim, philox
-from nqm.recurrence import diagonal_recurrence
+from nqm import optim
+from nqm.montecarlo import backend, philox
+from nqm.montecarlo import counter as counter_sim
+from nqm.montecarlo.recurrence import diagonal_recurrence
 
 HERE = Path(__file__).resolve().parent
 KAT = philox.KNOWN_ANSWERS
@@ -110,7 +112,7 @@ def test_init_kernel_draws_the_mirror_s_theta0(emu, dtype, rtol):
 
 
 def _emulated_launch(emu, dtype, grid_y: int = 1):
-    """A ``launch`` for :func:`nqm.counter_sim.diagonal_rows` that runs the compiled kernel in place."""
+    """A ``launch`` for :func:`nqm.montecarlo.counter.diagonal_rows` that runs the compiled kernel in place."""
 
     def launch(key, x, aux, avg, kind, coef, h, gamma, row0, t0, t1, ck, part):
         rows, d = x.shape

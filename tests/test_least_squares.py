@@ -57,6 +57,33 @@ def test_simulation_matches_the_recursion(ls, batch):
     assert np.any(np.abs(sim.mean - additive) > z * sim.sem)
 
 
+def test_the_transition_recursion_equals_sgd_s_closed_recursion(ls):
+    """Two derivations of one thing: SGD through the generic recursion of its transition (a preconditioner of
+    ones takes that path) and through the one-state formula."""
+    generic = ls.expected_loss(nqm.optim.sgd(0.3, np.ones(ls.d)), 5, 60)
+    np.testing.assert_allclose(generic, ls.expected_loss(0.3, 5, 60), rtol=1e-12)
+
+
+OPTIMISERS = {
+    "heavy_ball": nqm.optim.heavy_ball(0.08, 0.7),
+    "nesterov": nqm.optim.nesterov(0.08, 0.7),
+    "nesterov+ema": nqm.optim.ema(nqm.optim.nesterov(0.1, 0.5), 0.8),
+    "precond": nqm.optim.sgd(0.2, np.linspace(0.5, 1.5, 12)),
+}
+
+
+@pytest.mark.parametrize("opt", list(OPTIMISERS.values()), ids=list(OPTIMISERS))
+def test_any_linear_optimiser_on_real_examples_matches_its_recursion(ls, opt):
+    """Momentum, Nesterov, an EMA and a preconditioner on real (x, y) examples against the exact recursion of
+    their transitions with state-dependent noise; planted: the additive model (noise fixed at σ²H)."""
+    sim = ls.simulate(opt, 2, 120, 1500, seed=5)
+    exact = ls.expected_loss(opt, 2, 120)[sim.steps]
+    z = critical_z(sim.steps.size, ALPHA_TEST)
+    assert np.all(np.abs(sim.mean - exact) <= z * sim.sem)
+    additive = nqm.dynamics.expected_loss(nqm.NoisyQuadratic(ls.h, ls.noise_var * ls.h), opt, 2, 120, at=sim.steps)
+    assert np.any(np.abs(sim.mean - additive) > z * sim.sem)
+
+
 def test_one_step_law_holds_with_state_dependent_noise(ls):
     th = np.linspace(1.0, 0.3, ls.d)
     b = np.array([1, 4, 16])

@@ -1,4 +1,4 @@
-"""House style (DESIGN §7): ruff lint and format are clean (ruff comes with the test extra)."""
+"""House style (docs/architecture.md): ruff lint and format are clean (ruff comes with the test extra)."""
 
 import subprocess
 import sys

@@ -6,8 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nqm import optim
-from nqm.dynamics import _linear_second_moments
-from nqm.moments import TwoStateMoments, ema_variance, heavy_ball_variance
+from nqm.dynamics.expected import powered_second_moments
+from nqm.dynamics.moments import TwoStateMoments, ema_variance, heavy_ball_variance
 
 STEPS = np.array([0, 1, 2, 3, 7, 50, 400, 3000])
 
@@ -93,7 +93,7 @@ def test_closed_forms_agree_with_the_moment_map():
         (optim.heavy_ball(1.0, 0.7), heavy_ball_variance, 0.7),
         (optim.ema(1.0, 0.8), ema_variance, 0.8),
     ]:
-        ref = _linear_second_moments(opt, lam, np.sqrt(q), v0, STEPS)
+        ref = powered_second_moments(opt, lam, np.sqrt(q), v0, STEPS)
         np.testing.assert_allclose(fn(lam, q, v0, par, STEPS[:, None].astype(float)), ref, rtol=1e-9)
 
 
@@ -135,7 +135,7 @@ def test_nesterov_closed_form_matches_its_recursion(beta, frac, sigma, v0):
     got = TwoStateMoments(f[0], g[0] * sigma, v0, opt.initial).at(STEPS.astype(float))
     scale = v0 + sigma**2 / (lam * (2 - lam) * (1 - beta) ** 2)  # bounds the terms of the closed form
     np.testing.assert_allclose(got, ref, rtol=1e-8, atol=1e-11 * scale + 1e-300)
-    powered = _linear_second_moments(opt, np.array([lam]), np.array([sigma]), np.array([v0]), STEPS)[:, 0]
+    powered = powered_second_moments(opt, np.array([lam]), np.array([sigma]), np.array([v0]), STEPS)[:, 0]
     np.testing.assert_allclose(powered, ref, rtol=1e-6, atol=1e-9 * scale + 1e-300)
 
 

@@ -14,7 +14,7 @@ from validation.stats import Check, critical_z, decide, fit_saturation, parabola
 
 def test_critical_z_is_bonferroni():
     assert critical_z(1, 0.05) == pytest.approx(1.959964, rel=1e-6)
-    assert critical_z(100, 1e-3) == pytest.approx(4.4172, rel=1e-4)  # DESIGN §5: about 4.4 for K = 100
+    assert critical_z(100, 1e-3) == pytest.approx(4.4172, rel=1e-4)  # about 4.4 for K = 100 cells at α = 1e-3
 
 
 def test_parabola_vertex_is_exact_on_noiseless_data():
@@ -81,3 +81,35 @@ def test_only_runs_the_named_checks(tmp_path):
     assert results["checks"] and all(c["name"].startswith("V5") for c in results["checks"])
     with pytest.raises(ValueError, match="unknown check"):
         cli_main(["validate", "--out", str(tmp_path), "--only", "V0"])
+
+
+def test_claims_are_discovered_in_order():
+    from validation.claims import discover
+
+    assert [c.id for c in discover()] == [f"V{i}" for i in range(1, 15)]
+
+
+def test_a_new_claim_is_one_file(tmp_path, monkeypatch):
+    """A package with claim files is discovered by file name; a malformed claim is refused with its name."""
+    from validation.claims import Context, discover
+
+    pkg = tmp_path / "more_claims"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "v2_second.py").write_text(
+        "from validation.claims import Outcome\nID = 'V2'\nTITLE = 'second'\n"
+        "def run(ctx):\n    return Outcome(tables=[ctx.seed])\n"
+    )
+    (pkg / "v10_tenth.py").write_text("ID = 'V10'\nTITLE = 'tenth'\ndef run(ctx):\n    return None\n")
+    (pkg / "helpers.py").write_text("X = 1\n")  # not a claim: no vN_ prefix
+    monkeypatch.syspath_prepend(str(tmp_path))
+    claims = discover("more_claims")
+    assert [(c.id, c.title) for c in claims] == [("V2", "second"), ("V10", "tenth")]
+    assert claims[0].run(Context(tmp_path, None, 7)).tables == [7]
+    (pkg / "v3_wrong.py").write_text("ID = 'V4'\nTITLE = 't'\ndef run(ctx):\n    pass\n")
+    with pytest.raises(ValueError, match="v3_wrong declares ID 'V4'"):
+        discover("more_claims")
+    (pkg / "v3_wrong.py").write_text("ID = 'V3'\n")
+    monkeypatch.delitem(sys.modules, "more_claims.v3_wrong")  # import it afresh
+    with pytest.raises(ValueError, match="lacks TITLE, run"):
+        discover("more_claims")

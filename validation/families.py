@@ -36,12 +36,56 @@ class Budget:
     temperature_replicas: int = 1000
     d_pareto: int = 1000
     noise_scale_replicas: int = 100
+    least_squares_replicas: int = 1200
+    least_squares_replicas_examples: int = 300
+    d_claims: int = 10_000  # Zhang et al.'s claims are about their d = 10⁴ problem
+    d_greedy: int = 100
 
     @classmethod
     def make(cls, quick: bool) -> Budget:
         if quick:
-            return cls(True, 256, 32, 12, 600, 300, 1500, 100, 300, 2000, 40, 300, 1000, 1000, 100)
-        return cls(False, 2000, 64, 16, 3000, 1500, 10000, 500, 1500, 20000, 100, 1500, 3000, 10_000, 200)
+            return cls(
+                quick=True,
+                d_zhang=256,
+                d_dense=32,
+                d_examples=12,
+                one_step_replicas=600,
+                one_step_replicas_examples=300,
+                optimum_replicas=1500,
+                trajectory_replicas=100,
+                trajectory_steps=300,
+                estimator_replicas=2000,
+                tracking_replicas=40,
+                tracking_steps=300,
+                temperature_replicas=1000,
+                d_pareto=1000,
+                noise_scale_replicas=100,
+                least_squares_replicas=1200,
+                least_squares_replicas_examples=300,
+                d_claims=10_000,
+                d_greedy=100,
+            )
+        return cls(
+            quick=False,
+            d_zhang=2000,
+            d_dense=64,
+            d_examples=16,
+            one_step_replicas=3000,
+            one_step_replicas_examples=1500,
+            optimum_replicas=10000,
+            trajectory_replicas=500,
+            trajectory_steps=1500,
+            estimator_replicas=20000,
+            tracking_replicas=100,
+            tracking_steps=1500,
+            temperature_replicas=3000,
+            d_pareto=10_000,
+            noise_scale_replicas=200,
+            least_squares_replicas=6000,
+            least_squares_replicas_examples=1500,
+            d_claims=10_000,
+            d_greedy=1000,
+        )
 
 
 @dataclass

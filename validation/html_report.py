@@ -7,7 +7,7 @@ import base64
 import html
 from pathlib import Path
 
-from .report import _num, preamble, verdict
+from .report_text import number, preamble, verdict
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1a1a1a; margin: 0 auto;
@@ -52,13 +52,13 @@ def _checks_table(records: list[dict], kind: str) -> list[str]:
     for r in records:
         if r["kind"] != kind:
             continue
-        se = "exact" if r["exact"] else _num(r["se"])
+        se = "exact" if r["exact"] else number(r["se"])
         fig = f'<a href="#{_anchor(r["figure"])}">{html.escape(r["figure"])}</a>' if r["figure"] else ""
         rows.append(
             f'<tr class="{"" if r["passed"] else "fail"}"><td>{html.escape(r["name"])}</td>'
             f"<td>{html.escape(r['claim'])}</td><td class=num>{r['cells']}</td>"
-            f"<td class=num>{_num(r['predicted'])}</td><td class=num>{_num(r['measured'])} ± {se}</td>"
-            f"<td class=num>{_num(r['z'])}</td><td class=verdict>{verdict(r)}</td><td>{fig}</td></tr>"
+            f"<td class=num>{number(r['predicted'])}</td><td class=num>{number(r['measured'])} ± {se}</td>"
+            f"<td class=num>{number(r['z'])}</td><td class=verdict>{verdict(r)}</td><td>{fig}</td></tr>"
         )
     return rows + ["</tbody></table>"]
 
@@ -71,7 +71,7 @@ def _finding(table, out_dir: Path) -> list[str]:
     out.append("</tr></thead><tbody>")
     for row in table.rows:
         cells = "".join(
-            f"<td class=num>{_num(v)}</td>" if isinstance(v, (int, float)) else f"<td>{_text(v)}</td>" for v in row
+            f"<td class=num>{number(v)}</td>" if isinstance(v, (int, float)) else f"<td>{_text(v)}</td>" for v in row
         )
         out.append(f"<tr>{cells}</tr>")
     out.append("</tbody></table>")

@@ -4,17 +4,18 @@ self-contained) and ``results.json`` (every check)."""
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .html_report import write_html
+from .report_text import number, preamble, verdict
 from .stats import Check, worst_cell
 
 
 def _cell(v) -> str:
     """A markdown table cell: numbers formatted, literal | escaped (it would split the cell)."""
-    return _num(v).replace("|", "\\|")
+    return number(v).replace("|", "\\|")
 
 
 @dataclass
@@ -37,30 +38,6 @@ class Table:
         if self.figure:
             lines += ["", f"![{self.title}]({self.figure})"]
         return lines + [""]
-
-
-def _num(x) -> str:
-    """Numbers to 4 significant digits (inf and nan as words); anything else as its text."""
-    if isinstance(x, float):
-        return str(x) if not math.isfinite(x) else f"{x:.4g}"
-    return str(x)
-
-
-def preamble(meta: dict) -> str:
-    """The report's opening: seed, budget, run time and the statistical decision rule."""
-    return (
-        f"Seed {meta['seed']}, {'quick' if meta['quick'] else 'default'} budget, {meta['seconds']:.1f} s. "
-        f"Suite-wide false-alarm budget α = {meta['alpha']} over K = {meta['statistical_cells']} statistical "
-        f"comparisons (Bonferroni) ⇒ critical |z| = {meta['z_crit']:.3f}. A check passes when every cell has "
-        "|measured − predicted| ≤ z·SE + 1e-9·|predicted|; each row shows its worst cell. Exact checks use the "
-        "float tolerance only. Planted errors (negative controls) must be rejected by the checks they accompany."
-    )
-
-
-def verdict(record: dict) -> str:
-    if record["kind"] == "check":
-        return "PASS" if record["passed"] else "FAIL"
-    return "rejected" if record["passed"] else "NOT REJECTED"
 
 
 def _record(c: Check) -> dict:
@@ -124,10 +101,10 @@ def write(checks: list[Check], out_dir, meta: dict, tables: list[Table] = ()) ->
             if r["kind"] != kind:
                 continue
             fig = f"[{r['figure']}]({r['figure']})" if r["figure"] else ""
-            se = "exact" if r["exact"] else _num(r["se"])
+            se = "exact" if r["exact"] else number(r["se"])
             lines.append(
-                f"| {_cell(r['name'])} | {_cell(r['claim'])} | {r['cells']} | {_num(r['predicted'])} | "
-                f"{_num(r['measured'])} ± {se} | {_num(r['z'])} | {verdict(r)} | {fig} |"
+                f"| {_cell(r['name'])} | {_cell(r['claim'])} | {r['cells']} | {number(r['predicted'])} | "
+                f"{number(r['measured'])} ± {se} | {number(r['z'])} | {verdict(r)} | {fig} |"
             )
         lines.append("")
     if tables:
@@ -135,8 +112,6 @@ def write(checks: list[Check], out_dir, meta: dict, tables: list[Table] = ()) ->
         for t in tables:
             lines += t.markdown()
     (out_dir / "report.md").write_text("\n".join(lines))
-    from .html_report import write_html  # it formats with this module's helpers
-
     write_html(records, summary, meta, tables, out_dir)
     return summary
 

@@ -1,4 +1,4 @@
-"""How Monte Carlo is held against theory (DESIGN §5).
+"""How Monte Carlo is held against theory (docs/architecture.md, "How a claim is checked").
 
 A check compares measured values (with standard errors) to predictions cell by cell. A cell passes when
 

@@ -25,15 +25,19 @@ import numpy as np
 import nqm
 from nqm import dynamics, plots, spectra
 
+from .claims import Context, Outcome
 from .one_step import stream
 from .report import Table
 from .stats import Check, ratio_to_mean
+
+ID = "V10"
+TITLE = "the temperature relations of App. C"
 
 D, BATCH, STEPS = 64, 4, 4000
 LRS = (0.02, 0.2)
 
 
-def run(replicas: int, seed: int, out_dir):
+def compute(replicas: int, seed: int, out_dir):
     h = spectra.log_uniform(D, 0.05, 1.0)
     sigma_c = np.ones(D)  # Σ_c = I in H's basis
     p = nqm.NoisyQuadratic(h, h * sigma_c * h, name=f"App. C toy model (d={D}, Σ = HΣ_cH)")
@@ -138,3 +142,9 @@ def _figure(points, tr, tr_h, tr_h2, out_dir) -> str:
     )
     plots.save(fig, out_dir / "v10_temperature.png")
     return "v10_temperature.png"
+
+
+def run(ctx: Context) -> Outcome:
+    """V10 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
+    checks, tables = compute(ctx.budget.temperature_replicas, ctx.seed, ctx.out_dir)
+    return Outcome(checks, tables)

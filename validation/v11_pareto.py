@@ -16,16 +16,20 @@ import numpy as np
 import nqm
 from nqm import dynamics, plots, spectra
 
+from .claims import Context, Outcome
 from .one_step import stream
 from .report import Table
 from .stats import Check, ratio_to_mean
+
+ID = "V11"
+TITLE = "whole runs, the Pareto frontier and B_crit"
 
 BATCHES = 2.0 ** np.arange(2, 22)
 TARGETS = (0.1, 0.01, 0.001)
 POWERS = (0.0, 0.25, 0.5, 0.75)
 
 
-def run(d: int, d_sim: int, replicas: int, seed: int, out_dir):
+def compute(d: int, d_sim: int, replicas: int, seed: int, out_dir):
     p = nqm.NoisyQuadratic.zhang2019(d)
     rows, checks, curves = [], [], {}
     b_crit = {}
@@ -210,3 +214,10 @@ def _figure(curves, out_dir) -> str:
     )
     plots.save(fig, out_dir / "v11_pareto.png")
     return "v11_pareto.png"
+
+
+def run(ctx: Context) -> Outcome:
+    """V11 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
+    b = ctx.budget
+    checks, tables = compute(b.d_pareto, b.d_zhang, b.noise_scale_replicas, ctx.seed, ctx.out_dir)
+    return Outcome(checks, tables)

@@ -1,4 +1,4 @@
-"""V12 — the core checks with state-dependent noise (least squares, DESIGN §2).
+"""V12 — the core checks with state-dependent noise (least squares, :mod:`nqm.least_squares`).
 
 Examples are real (x, y) pairs, x ~ N(0, H), y = xᵀθ* + ν: the gradient noise Σ(θ) = HθθᵀH + (θᵀHθ + σ²)H
 changes with θ. (a) V1: at points early, mid and late along a run, one real SGD step on a (B, ε) grid against
@@ -17,17 +17,21 @@ import nqm
 from nqm import plots, spectra, theory
 
 from . import v2_optimal_step, v3_optimal_improvement
+from .claims import Context, Outcome
 from .families import Family
 from .one_step import improvement_law, run_grid, stream
 from .report import Table
 from .stats import Check, ratio_of_means
+
+ID = "V12"
+TITLE = "state-dependent noise"
 
 POINTS = {"early": 0, "mid": 20, "late": 200}
 LR, TRAIN_BATCH = 0.25, 4
 EPS_FACTORS = np.array([0.3, 0.7, 1.0, 1.5, 2.2])
 
 
-def run(replicas: int, example_replicas: int, seed: int, out_dir, d: int = 16):
+def compute(replicas: int, example_replicas: int, seed: int, out_dir, d: int = 16):
     ls = nqm.LeastSquares(spectra.log_uniform(d, 0.05, 1.0), noise_var=0.05)
     additive = nqm.NoisyQuadratic(ls.h, ls.noise_var * ls.h)
     # points θ along one run of real SGD (a common stream: later points extend the same run)
@@ -189,3 +193,10 @@ def _figure(panels, ls, replicas, seed, out_dir) -> str:
     )
     plots.save(fig, out_dir / "v12_least_squares.png")
     return "v12_least_squares.png"
+
+
+def run(ctx: Context) -> Outcome:
+    """V12 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
+    b = ctx.budget
+    checks, tables = compute(b.least_squares_replicas, b.least_squares_replicas_examples, ctx.seed, ctx.out_dir)
+    return Outcome(checks, tables)

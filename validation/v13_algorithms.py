@@ -17,9 +17,13 @@ import numpy as np
 import nqm
 from nqm import dynamics, plots
 
+from .claims import Context, Outcome
 from .one_step import stream
 from .report import Table
 from .stats import Check
+
+ID = "V13"
+TITLE = "momentum, EMA, schedules"
 
 BATCHES = 2.0 ** np.arange(2, 22, 2)
 TARGET = 0.01
@@ -27,7 +31,7 @@ PIECES = (2, 5)
 FIGURE = "v13_algorithms.png"
 
 
-def run(d: int, d_sim: int, replicas: int, seed: int, out_dir, batches=BATCHES):
+def compute(d: int, d_sim: int, replicas: int, seed: int, out_dir, batches=BATCHES):
     p = nqm.NoisyQuadratic.zhang2019(d)
     batches = np.asarray(batches, dtype=np.float64)
     sgd = dynamics.optimal_steps_to_target(p, TARGET, batches)
@@ -290,3 +294,12 @@ def _figure(sgd, mom, ema, piecewise, bound, out_dir) -> str:
     )
     plots.save(fig, out_dir / FIGURE)
     return FIGURE
+
+
+def run(ctx: Context) -> Outcome:
+    """V13 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
+    b = ctx.budget
+    checks, tables = compute(
+        b.d_claims, b.d_zhang, b.noise_scale_replicas, ctx.seed, ctx.out_dir, BATCHES[::3] if b.quick else BATCHES
+    )
+    return Outcome(checks, tables)

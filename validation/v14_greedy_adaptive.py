@@ -17,7 +17,11 @@ import numpy as np
 import nqm
 from nqm import dynamics, plots
 
+from .claims import Context, Outcome
 from .report import Table
+
+ID = "V14"
+TITLE = "greedy frontier, adaptive batch size"
 
 TARGET = 0.01
 BATCHES = 2.0 ** np.arange(6, 21)
@@ -35,7 +39,7 @@ def noiseless_noise_scales(p, target):
     return np.array(out)
 
 
-def run(d: int, out_dir):
+def compute(d: int, out_dir):
     p = nqm.NoisyQuadratic.zhang2019(d)
     const = [dynamics.greedy_schedule(p, b, target=TARGET) for b in BATCHES]
     steps = np.array([r.steps for r in const], dtype=np.float64)
@@ -113,3 +117,9 @@ def _figure(steps, examples, adaptive, out_dir) -> str:
     )
     plots.save(fig, out_dir / FIGURE)
     return FIGURE
+
+
+def run(ctx: Context) -> Outcome:
+    """V14 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
+    b = ctx.budget
+    return Outcome(tables=compute(b.d_greedy, ctx.out_dir))

@@ -12,8 +12,12 @@ import numpy as np
 
 from nqm import plots, theory
 
+from .claims import Context, Outcome
 from .one_step import EPS_FACTORS, OneStepGrid, improvement_law
 from .stats import Check
+
+ID = "V1"
+TITLE = "the one-step law on a (B, ε) grid"
 
 CLAIM = "E[ΔL](ε,B) = ε|G|² − ½ε²(GᵀHG + tr(HΣ)/B)"
 
@@ -80,3 +84,8 @@ def _figure(grids: list[OneStepGrid], out_dir) -> str:
     name = f"v1_{grids[0].family.key}.png"
     plots.save(fig, out_dir / name)
     return name
+
+
+def run(ctx: Context) -> Outcome:
+    """V1 on the suite's families and budget (the claim registry's entry, :mod:`validation.claims`)."""
+    return Outcome([c for f in ctx.families.values() for c in checks(ctx.one_step_grids(f), ctx.out_dir)])

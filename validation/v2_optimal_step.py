@@ -11,8 +11,12 @@ import numpy as np
 
 from nqm import theory
 
+from .claims import Context, Outcome
 from .one_step import OneStepGrid, saturation_figure
 from .stats import Check, fit_saturation, parabola_vertex
+
+ID = "V2"
+TITLE = "ε_opt(B) from the one-step parabolas"
 
 CLAIM = "ε_opt(B) = ε_max/(1 + B_noise/B)"
 CLAIM_FIT = "B_noise fitted from ε_opt(B) = tr(HΣ)/(GᵀHG)"
@@ -84,3 +88,8 @@ def _figure(grids, est, out_dir) -> str:
         eps_max, b_noise = float(theory.max_step(p, g.theta)), float(theory.noise_scale(p, g.theta))
         panels.append((f"{g.family.key}, {g.point}", g.batch / b_noise, e / eps_max, s / eps_max))
     return saturation_figure(panels, "ε_opt / ε_max", "fitted vertex", f"v2_{grids[0].family.key}.png", out_dir)
+
+
+def run(ctx: Context) -> Outcome:
+    """V2 on the suite's families and budget (the claim registry's entry, :mod:`validation.claims`)."""
+    return Outcome([c for f in ctx.families.values() for c in checks(ctx.one_step_grids(f), ctx.out_dir)])

@@ -11,9 +11,13 @@ import numpy as np
 
 from nqm import theory
 
+from .claims import Context, Outcome
 from .families import Family, batch_grid
 from .one_step import improvement_law, saturation_figure, stream
 from .stats import Check, fit_saturation
+
+ID = "V3"
+TITLE = "ΔL_opt(B) at the optimal step"
 
 CLAIM = "ΔL_opt(B) = ΔL_max/(1 + B_noise/B)"
 FACTORS = 2.0 ** np.arange(-6, 7)
@@ -100,3 +104,9 @@ def _figure(family, rows, out_dir) -> str:
         for r in rows
     ]
     return saturation_figure(panels, "ΔL_opt / ΔL_max", "simulated at ε_opt(B)", f"v3_{family.key}.png", out_dir)
+
+
+def run(ctx: Context) -> Outcome:
+    """V3 on the suite's families and budget (the claim registry's entry, :mod:`validation.claims`)."""
+    b = ctx.budget
+    return Outcome([c for f in ctx.families.values() for c in checks(f, b.optimum_replicas, ctx.seed, ctx.out_dir)])

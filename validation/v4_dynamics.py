@@ -15,9 +15,13 @@ import numpy as np
 import nqm
 from nqm import dynamics, optim, plots
 
+from .claims import Context, Outcome
 from .families import Budget, Family
 from .one_step import stream
 from .stats import Check
+
+ID = "V4"
+TITLE = "simulated trajectories against exact dynamics"
 
 CLAIM = "simulated mean loss = exact E[L_t] at every checkpoint"
 
@@ -132,3 +136,8 @@ def _describe(opt) -> str:
     parts = [f"lr={opt.lr:g}"] + ([f"β={opt.momentum:g}"] if hasattr(opt, "momentum") else [])
     parts += ["precond"] if opt.precond is not None else []
     return f"{type(opt).__name__}({', '.join(parts)})"
+
+
+def run(ctx: Context) -> Outcome:
+    """V4 on the suite's families and budget (the claim registry's entry, :mod:`validation.claims`)."""
+    return Outcome(checks(ctx.families, ctx.budget, ctx.seed, ctx.out_dir))

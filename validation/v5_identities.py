@@ -14,7 +14,11 @@ import numpy as np
 import nqm
 from nqm import plots, spectra, theory
 
+from .claims import Context, Outcome
 from .stats import Check
+
+ID = "V5"
+TITLE = "exact identities of the closed forms"
 
 
 def checks(seed: int, out_dir, draws: int = 200) -> list[Check]:
@@ -154,3 +158,8 @@ def _figure(iso, iso_simple, kappas, ratios, extreme, at_2, above_x, above, out_
     )
     plots.save(fig, out_dir / "v5_identities.png")
     return "v5_identities.png"
+
+
+def run(ctx: Context) -> Outcome:
+    """V5 on the suite's families and budget (the claim registry's entry, :mod:`validation.claims`)."""
+    return Outcome(checks(ctx.seed, ctx.out_dir))

@@ -14,9 +14,13 @@ import numpy as np
 
 from nqm import estimators, noise, plots, theory
 
+from .claims import Context, Outcome
 from .families import Family
 from .one_step import stream
 from .stats import Check
+
+ID = "V6"
+TITLE = "unbiased two-batch estimators"
 
 PAIRS = [(1, 8), (8, 64), (64, 512), (4, 4096)]
 CONFIGS = [
@@ -135,3 +139,11 @@ def _figure(pairs, est, g_sq, tr, out_dir) -> str:
         ax.set_xticks(x, labels)
     plots.save(fig, out_dir / "v6_estimators.png")
     return "v6_estimators.png"
+
+
+def run(ctx: Context) -> Outcome:
+    """V6 on the suite's families and budget (the claim registry's entry, :mod:`validation.claims`)."""
+    fams = ctx.families
+    return Outcome(
+        checks(fams["zhang2019"], fams["student-t-examples"], ctx.budget.estimator_replicas, ctx.seed, ctx.out_dir)
+    )

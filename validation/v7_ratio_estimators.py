@@ -12,15 +12,19 @@ import numpy as np
 
 from nqm import estimators, noise, plots, theory
 
+from .claims import Context, Outcome
 from .families import Family
 from .one_step import stream
 from .report import Table
 from .stats import Check
 
+ID = "V7"
+TITLE = "per-step ratio against ratio of means"
+
 RATIOS = 4.0 ** np.arange(-2, 4)
 
 
-def run(family: Family, replicas: int, seed: int, out_dir):
+def compute(family: Family, replicas: int, seed: int, out_dir):
     p, theta = family.problem, family.points["mid"]
     grad = theory.gradient(p, theta)
     b_simple = float(theory.simple_noise_scale(p, theta))
@@ -121,3 +125,9 @@ def _figure(rows, out_dir) -> str:
     )
     plots.save(fig, out_dir / "v7_ratio.png")
     return "v7_ratio.png"
+
+
+def run(ctx: Context) -> Outcome:
+    """V7 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
+    checks, tables = compute(ctx.families["zhang2019"], ctx.budget.estimator_replicas, ctx.seed, ctx.out_dir)
+    return Outcome(checks, tables)

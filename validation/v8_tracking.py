@@ -17,9 +17,13 @@ import numpy as np
 import nqm
 from nqm import dynamics, estimators, plots
 
+from .claims import Context, Outcome
 from .families import Budget, Family
 from .one_step import stream
 from .report import Table
+
+ID = "V8"
+TITLE = "tracking a growing B_simple along a run"
 
 B_SMALL, B_BIG, LR = 8, 64, 1.0
 BETAS = (0.9, 0.99, 0.999)
@@ -50,7 +54,7 @@ def _lag(estimate, truth, max_lag):
     return int(np.nanargmin(errors))
 
 
-def run(family: Family, budget: Budget, seed: int, out_dir):
+def compute(family: Family, budget: Budget, seed: int, out_dir):
     p = family.problem
     trace = nqm.gradient_norm_trace(
         p, LR, B_SMALL, B_BIG, budget.tracking_steps, budget.tracking_replicas, seed=stream(seed, "v8", family.key)
@@ -132,3 +136,8 @@ def _figure(truth, candidates, out_dir) -> str:
     )
     plots.save(fig, out_dir / "v8_tracking.png")
     return "v8_tracking.png"
+
+
+def run(ctx: Context) -> Outcome:
+    """V8 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
+    return Outcome(tables=compute(ctx.families["zhang2019"], ctx.budget, ctx.seed, ctx.out_dir))

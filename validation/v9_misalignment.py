@@ -13,13 +13,17 @@ import numpy as np
 import nqm
 from nqm import dynamics, plots, spectra, theory
 
+from .claims import Context, Outcome
 from .report import Table
+
+ID = "V9"
+TITLE = "B_simple against B_noise under misalignment"
 
 STRENGTHS = (0.0, 0.1, 0.3, 1.0)
 STEPS = (1, 10, 100, 1000)
 
 
-def run(d: int, seed: int, out_dir):
+def compute(d: int, seed: int, out_dir):
     h = spectra.log_uniform(d, 0.01, 1.0)
     c = spectra.noise_power(h, 1.0, 0.5)
     rows, curves = [], []
@@ -69,3 +73,8 @@ def _figure(curves, kappa, out_dir) -> str:
     )
     plots.save(fig, out_dir / "v9_misalignment.png")
     return "v9_misalignment.png"
+
+
+def run(ctx: Context) -> Outcome:
+    """V9 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
+    return Outcome(tables=compute(ctx.budget.d_dense, ctx.seed, ctx.out_dir))

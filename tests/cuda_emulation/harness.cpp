@@ -1,4 +1,4 @@
-// Runs nqm/cuda/fused.cu on the CPU with CUDA's built-ins emulated. Built by tests/test_cuda_emulation.py with
+// Runs nqm/montecarlo/cuda/fused.cu on the CPU with CUDA's built-ins emulated. Built by tests/test_cuda_emulation.py with
 // g++ and called through ctypes, in two forms:
 //   * NQM_EMU_THREADS undefined: one thread per block, blocks one after another; the block reduction reduces to
 //     "add my value", and the kernels' arithmetic, counters, chunking and checkpoints run exactly as written;

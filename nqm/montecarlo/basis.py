@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .problem import NoisyQuadratic
+from ..problem import NoisyQuadratic
 
 __all__ = ["WorkingBasis"]
 

@@ -2,7 +2,7 @@
 
 A counter-based generator is a keyed bijection: the random words for (seed, replica, coordinate, step) are
 computed from those numbers alone, with no state to carry or split. The same function, written once here for
-any NumPy-like array module (NumPy or CuPy, elementwise) and once in CUDA (``nqm/cuda/fused.cu``), gives the
+any NumPy-like array module (NumPy or CuPy, elementwise) and once in CUDA (``nqm/montecarlo/cuda/fused.cu``), gives the
 same 32-bit words and the same uniforms bit for bit, so a GPU run can be checked against a CPU run on the very
 same noise.
 

@@ -1,8 +1,8 @@
 // nqm's CUDA kernels: Philox4x32-10 and the fused multi-step simulation of diagonal noisy quadratics.
 //
 // Compiled at run time by CuPy (cupy.RawModule, NVRTC) and, in the tests, by nvcc for sm_90 to check that it
-// builds without register spills. Its semantics are mirrored line by line in NumPy by nqm/counter_sim.py; the
-// random words agree bit for bit with nqm/philox.py (counter layout: block, coordinate, replica, stream).
+// builds without register spills. Its semantics are mirrored line by line in NumPy by nqm/montecarlo/counter.py; the
+// random words agree bit for bit with nqm/montecarlo/philox.py (counter layout: block, coordinate, replica, stream).
 //
 // One thread owns one (replica, coordinate) and keeps θ (and the optimiser's second state, θ̃ for the EMA) in
 // registers for a whole chunk of steps; it draws its own noise (one Philox call per 4 steps, Box–Muller) and
@@ -38,7 +38,7 @@ __device__ __forceinline__ void nqm_philox(u32 c0, u32 c1, u32 c2, u32 c3, u32 k
     o3 = c3;
 }
 
-// Exact uniforms in (0, 1) and Box–Muller pairs, per precision (see nqm/philox.py).
+// Exact uniforms in (0, 1) and Box–Muller pairs, per precision (see nqm/montecarlo/philox.py).
 template <typename T> struct Real;
 
 template <> struct Real<float> {
@@ -120,7 +120,7 @@ extern "C" __global__ void nqm_init_f64(double *theta, const double *init_sd, in
     nqm_init<double>(theta, init_sd, d, rows, row0, k0, k1);
 }
 
-// Steps t0+1 … t1 on rows [row0, row0 + rows). Per coordinate the optimiser's recurrence (nqm/recurrence.py):
+// Steps t0+1 … t1 on rows [row0, row0 + rows). Per coordinate the optimiser's recurrence (nqm/montecarlo/recurrence.py):
 // coef holds six rows of d values, f00, f01, f10, f11, u0, u1 (u = g·σ, the noise gains times ε·p·√(c/B)):
 //   kind 0 (one state, SGD):         x ← f00·x + u0·z
 //   kind 1 (shift, heavy ball):      x ← f00·x + f01·y + u0·z,  y ← x       (y = θ_{t-1}; θ_{-1} = θ₀: v₀ = 0)

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .noise import step_coefficients
-from .optim import Ema, as_optimizer, require_linear
-from .problem import NoisyQuadratic
+from ..noise import step_coefficients
+from ..optim import Ema, as_optimizer, require_linear
+from ..problem import NoisyQuadratic
 
 __all__ = ["DiagonalRecurrence", "diagonal_recurrence", "KINDS"]
 

@@ -12,7 +12,7 @@ the law is exact, the same maps are a test oracle for step-by-step simulators (Z
 arXiv:1907.04164, eq. 5 gives the k = 1 moment map).
 
 The normals come from Philox (stream 2, block = the jump's index), θ₀ from the same draw as
-:func:`nqm.simulate` with ``rng="philox"``, so both start from identical points. Works on NumPy and CuPy.
+:func:`nqm.simulate` with ``generator="philox"``, so both start from identical points. Works on NumPy and CuPy.
 
 Example:
     >>> import nqm
@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..noise import step_coefficients
+from ..optim import as_optimizer, require_linear
+from ..problem import NoisyQuadratic, check_batch_size, check_replicas
 from .backend import resolve as resolve_backend
 from .backend import to_host
-from .counter_sim import initial_theta, replica_loss
-from .montecarlo import loss_curve
-from .noise import step_coefficients
-from .optim import as_optimizer, require_linear
+from .counter import initial_theta, replica_loss
 from .philox import normal_block, seed_key
-from .problem import NoisyQuadratic, check_batch_size, check_replicas
+from .results import loss_curve
 
 __all__ = ["step_map", "jump_map", "simulate_checkpoints", "STREAM_JUMP"]
 
@@ -99,7 +99,9 @@ def simulate_checkpoints(
     m = step[0].shape[-1]
     coords, reps = xp.arange(p.d)[None, :], xp.arange(replicas)[:, None]
     sd = np.sqrt(np.broadcast_to(np.asarray(init_var, dtype=np.float64), (p.d,)))
-    theta0 = initial_theta(xp, key, None, sd, replicas, 0, p.d, np.float64)  # the θ₀ of nqm.simulate(rng="philox")
+    theta0 = initial_theta(
+        xp, key, None, sd, replicas, 0, p.d, np.float64
+    )  # the θ₀ of nqm.simulate(generator="philox")
     x = theta0[..., None] * xp.asarray(opt.initial)  # s₀ = eθ₀: θ_{−1} = θ₀ (v₀ = 0), εv₀ = 0, θ̃₀ = θ₀
     h = xp.asarray(p.h)
     losses = np.zeros((replicas, rec.size))

@@ -5,9 +5,9 @@ A schedule of K pieces runs ε_k for n_k steps. Per coordinate of H's basis each
 moment exactly (the SGD closed form, ``nqm.dynamics``):
 
 .. math:: V \\leftarrow A_k (V - W_k) + W_k,\\qquad A_k = (1 - \\epsilon_k\\kappa)^{2n_k},\\qquad
-          W_k = \\frac{\\epsilon_k\\gamma}{\\kappa(2 - \\epsilon_k\\kappa)}
+          W_k = \\frac{\\epsilon_k q}{\\kappa(2 - \\epsilon_k\\kappa)}
 
-(κ = p·h, γ = p²c/B), so the final loss ½Σ h V is a smooth function of (log ε_k, log n_k) with an
+(κ = p·h, q = p²c/B), so the final loss ½Σ h V is a smooth function of (log ε_k, log n_k) with an
 analytic gradient (one backward pass). The fewest total steps Σ n_k with final loss ≤ target is found by
 SLSQP from the best constant schedule, then made integer: durations rounded, and the last piece lengthened
 until the target is met under exact integer evaluation.
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from .dynamics import _init_var
-from .noise import injected_variance
-from .problem import NoisyQuadratic, check_batch_size, check_precond
-from .whole_runs import _check_target, optimal_steps_to_target
+from ..noise import injected_variance
+from ..problem import NoisyQuadratic, check_batch_size, check_precond
+from .expected import initial_variance
+from .whole_runs import check_target, optimal_steps_to_target
 
 __all__ = [
     "GreedyRun",
@@ -47,21 +47,21 @@ class PiecewiseSchedule:
     loss: float
 
 
-class _PiecewiseLoss:
+class PiecewiseLoss:
     """Final E[L] of a piecewise-constant schedule and its gradient in (log ε_k, log n_k)."""
 
     def __init__(self, p: NoisyQuadratic, batch_size, init_var, precond):
         pre = check_precond(p, precond)
         self.half_h = 0.5 * p.h
         self.kappa = pre * p.h
-        self.gamma = injected_variance(p, batch_size, pre)
-        self.v0 = _init_var(p, init_var)
+        self.noise = injected_variance(p, batch_size, pre)
+        self.v0 = initial_variance(p, init_var)
 
     def _piece(self, eps):
         u = 1.0 - eps * self.kappa
         u = np.where(np.abs(u) < 1e-150, 1e-150, u)  # εκ = 1 solves that coordinate in one step
         w = 2.0 - eps * self.kappa
-        return u, 2.0 * np.log(np.abs(u)), eps * (self.gamma / self.kappa) / w, w
+        return u, 2.0 * np.log(np.abs(u)), eps * (self.noise / self.kappa) / w, w
 
     def loss(self, eps, n) -> float:
         v = self.v0
@@ -86,7 +86,7 @@ class _PiecewiseLoss:
             v_prev, u, ell, w_inf, w, a = saved[j]
             gap = v_prev - w_inf
             d_ell = -2.0 * self.kappa / u
-            d_w = 2.0 * (self.gamma / self.kappa) / w**2
+            d_w = 2.0 * (self.noise / self.kappa) / w**2
             d_log_n[j] = n[j] * (g @ (ell * a * gap))
             d_log_eps[j] = eps[j] * (g @ (n[j] * d_ell * a * gap + (1.0 - a) * d_w))
             g = g * a
@@ -113,11 +113,11 @@ def optimal_piecewise_schedule(
         >>> bool(two.total_steps < one.total_steps) and bool(two.lr[0] > two.lr[1])
         True
     """
-    target = _check_target(target)
+    target = check_target(target)
     if int(pieces) != pieces or pieces < 1:
         raise ValueError(f"pieces must be a positive integer, got {pieces!r}")
     k = int(pieces)
-    model = _PiecewiseLoss(p, batch_size, init_var, precond)
+    model = PiecewiseLoss(p, batch_size, init_var, precond)
     start = optimal_steps_to_target(p, target, [batch_size], init_var=init_var, precond=precond)
     t_const = float(start.steps_continuous[0])
     if not np.isfinite(t_const):
@@ -190,10 +190,10 @@ def _greedy(p, batch_rule, steps, init_var, precond, target) -> GreedyRun:
     if steps is None and target is None:
         raise ValueError("give steps, or target (with steps as an optional cap)")
     if target is not None:
-        target = _check_target(target)
+        target = check_target(target)
     pre = check_precond(p, precond)
     cap = int(steps) if steps is not None else 10**7
-    v = np.array(_init_var(p, init_var), dtype=np.float64)
+    v = np.array(initial_variance(p, init_var), dtype=np.float64)
     ph = pre * p.h
     grad_w = pre * p.h**2  # tr(PH²M) = Σ p h² V
     curv_w = pre**2 * p.h**3  # tr(P²H³M) = Σ p² h³ V

@@ -1,9 +1,9 @@
 """Simulation on counter-based noise: the same runs on the CPU (NumPy) and the GPU (CuPy), on the same streams.
 
 The noise of replica r, coordinate i in update t + 1 (t = 0, 1, …) is entry t mod 4 of the Philox block
-(t div 4, i, r, stream 1) (:mod:`nqm.philox`), θ₀'s draw is entry 0 of block (0, i, r, stream 0); nothing
+(t div 4, i, r, stream 1) (:mod:`nqm.montecarlo.philox`), θ₀'s draw is entry 0 of block (0, i, r, stream 0); nothing
 depends on how the work is split. On CuPy a diagonal problem runs in the fused kernel of
-``nqm/cuda/fused.cu`` (state in registers across a chunk of steps, noise drawn in-kernel, the loss reduced
+``nqm/montecarlo/cuda/fused.cu`` (state in registers across a chunk of steps, noise drawn in-kernel, the loss reduced
 in-kernel in float64); on NumPy the loop below does the same arithmetic in the same order, so it is the
 kernel's executable specification. Dense Σ or a rotated basis take a matrix-product loop (cuBLAS on the GPU)
 on the same normals.
@@ -18,11 +18,11 @@ from functools import partial
 
 import numpy as np
 
+from ..noise import correlate
+from ..problem import NoisyQuadratic, check_precond
 from .backend import kernels, replica_batch, to_host
 from .basis import WorkingBasis
-from .noise import correlate
 from .philox import STREAM_INIT, STREAM_NOISE, normal_block, seed_key
-from .problem import NoisyQuadratic, check_precond
 from .recurrence import DiagonalRecurrence, diagonal_recurrence
 
 __all__ = ["simulate_counter", "initial_theta", "replica_loss", "diagonal_rows", "chunks", "KIND_CODES"]
@@ -197,7 +197,7 @@ def simulate_counter(
     """(replicas, K) losses at ``record`` (float64, on the host) and the final θ if ``keep_state``.
 
     Arguments are validated by :func:`nqm.simulate`, which calls this for ``backend="cupy"`` or
-    ``rng="philox"``. ``chunk_steps`` (steps per kernel launch / loop chunk) and ``batch_rows`` (replicas at
+    ``generator="philox"``. ``chunk_steps`` (steps per kernel launch / loop chunk) and ``batch_rows`` (replicas at
     once) default to sizes that fit the device; neither changes the result.
     """
     key = seed_key(seed)

@@ -1,4 +1,5 @@
-"""Closed-form second moments of one coordinate under heavy-ball momentum and under iterate averaging.
+"""Closed-form second moments of one coordinate under heavy-ball momentum, iterate averaging, and any stable
+two-state linear optimiser (Nesterov's momentum).
 
 Per coordinate of H's basis (λ = ε·p·h, injected noise variance q = ε²p²c/B) the iterate obeys a linear
 recursion driven by white noise. Its second moment is the stationary value plus the homogeneous
@@ -7,9 +8,10 @@ recursion from the state (x_0, y_0), then, for any initial second moments,
 
 .. math:: \\mathbb E[x_t^2] = X_\\infty + a_t^2 (V_0 - X_\\infty) + 2a_tb_t(V_0 - C_\\infty) + b_t^2(V_0 - Y_\\infty)
 
-(the moment map is linear, and the stationary covariance is its fixed point). Both functions are O(1) per
-coordinate and step, against O(log t) matrix products for powering the moment map (``nqm.dynamics``),
-which the tests use as their oracle.
+(the moment map is linear, and the stationary covariance is its fixed point). Each form is O(1) per
+coordinate and step, against O(log t) matrix products for powering the moment map
+(:func:`nqm.dynamics.expected.powered_second_moments`), which the tests use as an oracle beside step-by-step
+recursions.
 
 References: Zhang et al. 2019 (arXiv:1907.04164), §3 and App. A (momentum and EMA on the NQM).
 """

@@ -1,32 +1,31 @@
-"""Exact expected training dynamics of the additive NQM (Zhang et al. 2019, arXiv:1907.04164, §3).
+r"""Expected loss of a linear optimiser, exactly (Zhang et al. 2019, arXiv:1907.04164, §3).
 
-Coordinates of H's eigenbasis evolve independently in mean square, and only Σ's diagonal ``c``
-enters. With the preconditioner folded in (``λ_i = p_i h_i``, noise ``ε p_i ξ_i``, ``Var ξ_i = c_i/B``):
+Coordinates of H's eigenbasis evolve independently in mean square, and only Σ's diagonal ``c`` enters. Per
+coordinate the optimiser's state follows its transition (:mod:`nqm.optim`), ``s_{t+1} = F s_t + g σ z_t`` with
+``λ = εph`` and ``σ = εp√(c/B)`` (:func:`nqm.noise.step_coefficients`), so the second moments ``S = E[s sᵀ]``
+obey ``S ← F S Fᵀ + σ² g gᵀ``, a linear map on the m(m + 1)/2 distinct moments:
 
-* SGD: ``V ← (1 − ελ)² V + ε² p² c/B``, solved in closed form,
+* SGD (m = 1): ``V ← (1 − λ)² V + σ²``, solved in closed form,
 
-  .. math:: V_t = a^{2t} V_0 + \\frac{1 - a^{2t}}{1 - a^2}\\,\\frac{\\epsilon^2 p^2 c}{B},
-            \\quad a = 1 - \\epsilon\\lambda,\\quad 1 - a^2 = \\epsilon\\lambda(2 - \\epsilon\\lambda)
+  .. math:: V_t = a^{2t} V_0 + \frac{1 - a^{2t}}{1 - a^2}\,\sigma^2,
+            \quad a = 1 - \lambda,\quad 1 - a^2 = \lambda(2 - \lambda)
 
-  with ``a^{2t} = exp(2t·log1p(−ελ))``, so nothing cancels when ελ ≪ 1 and nothing overflows.
-* heavy-ball momentum (``v ← βv + PG_B``, ``θ ← θ − εv``) and iterate EMA
-  (``θ̃ ← γθ̃ + (1 − γ)θ``): a per-coordinate linear state ``s_{t+1} = F s_t + g ξ_t`` whose second
-  moments ``S = E[s sᵀ]`` obey ``S ← F S Fᵀ + g gᵀ`` — a linear map on the 3 (momentum or EMA) or 6
-  (both) distinct moments. Momentum alone and EMA alone have closed forms (:mod:`nqm.moments`); with both,
-  the affine map is raised to powers by repeated squaring, so E[L_t] at any checkpoints costs O(log t) per
-  checkpoint and no step-by-step loop is needed.
+  with ``a^{2t} = exp(2t·log1p(−λ))``, so nothing cancels when λ ≪ 1 and nothing overflows;
+* heavy ball, Nesterov and an EMA of SGD (m = 2): closed forms (:mod:`nqm.dynamics.moments`);
+* anything else (an EMA of a momentum method, m = 3; unstable runs): the affine moment map raised to powers by
+  repeated squaring, so E[L_t] at any checkpoints costs O(log t) per checkpoint, with no step-by-step loop.
 
-The expected loss is ``E[L_t] = ½ Σ_i h_i E[θ_i(t)²]`` (of θ̃ with EMA).
+The expected loss is ``E[L_t] = ½ Σ_i h_i E[x_i(t)²]`` with x the optimiser's reported iterate (θ̃ with EMA).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..noise import step_coefficients
+from ..optim import Ema, HeavyBall, Nesterov, Sgd, as_optimizer, require_linear, stable_lr_bound
+from ..problem import NoisyQuadratic, check_precond
 from .moments import TwoStateMoments, ema_variance, heavy_ball_variance
-from .noise import step_coefficients
-from .optim import Ema, HeavyBall, Nesterov, Sgd, as_optimizer, require_linear, stable_lr_bound
-from .problem import NoisyQuadratic, check_precond
 
 __all__ = [
     "expected_loss",
@@ -34,22 +33,17 @@ __all__ = [
     "sgd_variance",
     "coordinate_variance",
     "noise_scales_along",
-    "fit_frontier",
-    "steps_to_target",
-    "optimal_steps_to_target",
-    "OptimalRuns",
-    "greedy_schedule",
-    "GreedyRun",
-    "optimal_piecewise_schedule",
-    "PiecewiseSchedule",
-    "adaptive_batch_schedule",
+    "second_moments",
+    "powered_second_moments",
+    "initial_variance",
 ]
 
 # Coordinates per block: bounds memory at about 2**16 × (matrix size)² × (number of powers) floats.
 _BLOCK_ELEMENTS = 1 << 20
 
 
-def _init_var(p: NoisyQuadratic, init_var) -> np.ndarray:
+def initial_variance(p: NoisyQuadratic, init_var) -> np.ndarray:
+    """E[θ_0²] per coordinate as (d,) float64, from a scalar or a (d,) array of finite values ≥ 0."""
     v = np.asarray(init_var, dtype=np.float64)
     v = np.broadcast_to(v, (p.d,)) if v.ndim == 0 else v
     if v.shape != (p.d,) or not np.all(np.isfinite(v)) or np.any(v < 0):
@@ -98,7 +92,7 @@ def _moment_map(f, g):
     return m
 
 
-def _linear_second_moments(opt, lam, sigma, v0, t):
+def powered_second_moments(opt, lam, sigma, v0, t):
     """E[(loss component)²] at steps ``t`` (sorted) by powering the affine moment map of ``opt``'s
     transition (:mod:`nqm.optim`); shape (T, n)."""
     f, g = opt.transition(lam)
@@ -126,9 +120,9 @@ def _linear_second_moments(opt, lam, sigma, v0, t):
     return out
 
 
-def _second_moments(opt, lam, sigma, v0, t):
+def second_moments(opt, lam, sigma, v0, t):
     """E[(loss component)²] (T, n) at sorted integer steps ``t``: a closed form where one exists (SGD;
-    stable heavy ball; a stable EMA of SGD, :mod:`nqm.moments`), else the powered moment map of the
+    stable heavy ball; a stable EMA of SGD, :mod:`nqm.dynamics.moments`), else the powered moment map of the
     optimiser's transition (Nesterov, momentum with EMA, unstable runs). The closed forms are also the more
     accurate: repeated squaring of the moment map loses digits when β or γ is close to 1 (the tests hold both
     against the step-by-step recursion)."""
@@ -142,7 +136,7 @@ def _second_moments(opt, lam, sigma, v0, t):
     if isinstance(opt, Nesterov) and np.all((lam > 0) & (lam < stable_lr_bound("nesterov", opt.momentum))):
         f, g = opt.transition(lam)
         return TwoStateMoments(f, g * sigma[:, None], v0, opt.initial).at(tt)
-    return _linear_second_moments(opt, lam, sigma, v0, t)
+    return powered_second_moments(opt, lam, sigma, v0, t)
 
 
 def expected_loss(p: NoisyQuadratic, opt, batch_size, steps: int, *, init_var=1.0, at=None) -> np.ndarray:
@@ -171,7 +165,7 @@ def expected_loss(p: NoisyQuadratic, opt, batch_size, steps: int, *, init_var=1.
     opt = require_linear(as_optimizer(opt), "expected_loss")
     t = _checkpoints(steps, at)
     lam, sigma = step_coefficients(p, opt, batch_size)
-    v0 = _init_var(p, init_var)
+    v0 = initial_variance(p, init_var)
     order = np.argsort(t, kind="stable")
     t_sorted = t[order]
     loss = np.zeros(t.size)
@@ -180,7 +174,7 @@ def expected_loss(p: NoisyQuadratic, opt, batch_size, steps: int, *, init_var=1.
     block = max(1, _BLOCK_ELEMENTS // max(t.size, 1)) if closed else 1 << 12
     for lo in range(0, p.d, block):
         sl = slice(lo, lo + block)
-        var = _second_moments(opt, lam[sl], sigma[sl], v0[sl], t_sorted)
+        var = second_moments(opt, lam[sl], sigma[sl], v0[sl], t_sorted)
         with np.errstate(over="ignore", invalid="ignore"):
             loss += 0.5 * (var @ p.h[sl])
     loss = np.where(np.isnan(loss), np.inf, loss)  # nan only arises from inf − inf in a diverging run
@@ -225,7 +219,7 @@ def coordinate_variance(p: NoisyQuadratic, opt, batch_size, step, *, init_var=1.
     ``ε²p²c/(B·ελ(2 − ελ))`` (McCandlish et al. 2018, App. C; Zhang et al. 2019, §3).
     """
     lam, sigma = step_coefficients(p, _sgd_only(opt, "coordinate_variance"), batch_size)
-    v0 = _init_var(p, init_var)
+    v0 = initial_variance(p, init_var)
     if step == np.inf:
         with np.errstate(divide="ignore"):
             return np.where(lam < 2, sigma**2 / (lam * (2 - lam)), np.inf)
@@ -249,25 +243,9 @@ def noise_scales_along(p: NoisyQuadratic, opt, batch_size, steps: int, *, at=Non
         at = np.unique(np.round(np.linspace(0, steps, 513)))
     lam, sigma = step_coefficients(p, opt, batch_size)
     q = sigma**2
-    v0 = _init_var(p, init_var)
+    v0 = initial_variance(p, init_var)
     out = []
     for chunk in np.array_split(np.asarray(at, dtype=np.float64), max(1, len(at) // 64)):
         v = sgd_variance(lam, q, v0, chunk[:, None])
         out.append(np.stack([((pre**2 * p.h) @ p.c) / (v @ (pre**2 * p.h**3)), p.trace_sigma / (v @ p.h**2)], 1))
     return np.concatenate(out)
-
-
-# Whole-run solvers and schedules live in their own modules and are part of this namespace (DESIGN §3).
-from .schedules import (  # noqa: E402
-    GreedyRun,
-    PiecewiseSchedule,
-    adaptive_batch_schedule,
-    greedy_schedule,
-    optimal_piecewise_schedule,
-)
-from .whole_runs import (  # noqa: E402
-    OptimalRuns,
-    fit_frontier,
-    optimal_steps_to_target,
-    steps_to_target,
-)

@@ -7,9 +7,10 @@ arXiv:1907.04164, §3):
     L(t, \\epsilon) = \\tfrac12\\sum_i h_i\\big[V_i^\\infty + (V_{0,i} - V_i^\\infty)\\,e^{t\\ell_i}\\big],
 
     \\ell_i = 2\\log|1 - \\epsilon\\lambda_i|,\\qquad
-    V_i^\\infty = \\frac{\\epsilon\\,\\gamma_i}{\\kappa_i(2 - \\epsilon\\kappa_i)},
+    V_i^\\infty = \\frac{\\epsilon\\,q_i}{\\kappa_i(2 - \\epsilon\\kappa_i)},
 
-with ``κ = p h`` (so λ = εκ) and ``γ = p²c/B``. This is smooth in the continuous step count t, so
+with ``κ = p h`` (so λ = εκ) and ``q = p²c/B`` (a step ε injects ε²q). This is smooth in the continuous step
+count t, so
 
 * ``steps_to_target`` finds the root of ``L(t) = target`` in t (safeguarded Newton on log t, after a doubling
   bracket) and returns the first integer step, checked by exact evaluation;
@@ -18,9 +19,9 @@ with ``κ = p h`` (so λ = εκ) and ``γ = p²c/B``. This is smooth in the cont
   analytic derivatives, started from a short vectorised golden-section search. No grid over ε, no bisection
   on integer steps.
 
-Momentum and EMA runs: :func:`steps_to_target` evaluates every step exactly (first hitting time, also where
-E[L_t] oscillates); ``optimal_steps_to_target(optimizer="momentum" | "ema")`` tunes (ε, β) or (ε, γ) with
-golden-section searches over the O(d) closed forms of :mod:`nqm.moments`.
+Other optimisers: :func:`steps_to_target` evaluates every step exactly (first hitting time, also where
+E[L_t] oscillates); ``optimal_steps_to_target(family="heavy_ball" | "nesterov" | "ema")`` tunes (ε, β) or
+(ε, γ) with golden-section searches over the O(d) closed forms of :mod:`nqm.dynamics.moments`.
 """
 
 from __future__ import annotations
@@ -29,17 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dynamics import _init_var, _second_moments, steady_state_loss
-from .moments import (
-    EmaMoments,
-    HeavyBallMoments,
-    TwoStateMoments,
-    ema_stationary,
-    heavy_ball_stationary,
-    two_state_stationary,
-)
-from .noise import injected_variance, step_coefficients
-from .optim import (
+from ..noise import injected_variance, step_coefficients
+from ..optim import (
     FAMILIES,
     Nesterov,
     Sgd,
@@ -51,14 +43,24 @@ from .optim import (
     sgd,
     stable_lr_bound,
 )
-from .problem import NoisyQuadratic, check_batch_size, check_precond
+from ..problem import NoisyQuadratic, check_batch_size, check_precond
+from .expected import initial_variance, second_moments, steady_state_loss
+from .moments import (
+    EmaMoments,
+    HeavyBallMoments,
+    TwoStateMoments,
+    ema_stationary,
+    heavy_ball_stationary,
+    two_state_stationary,
+)
 
-__all__ = ["steps_to_target", "optimal_steps_to_target", "OptimalRuns", "fit_frontier"]
+__all__ = ["steps_to_target", "optimal_steps_to_target", "OptimalRuns", "check_target"]
 
 _DENSE_CHUNK = 256
 
 
-def _check_target(target) -> float:
+def check_target(target) -> float:
+    """A target loss: finite and > 0."""
     t = float(target)
     if not np.isfinite(t) or t <= 0:
         raise ValueError(f"target loss must be finite and > 0, got {target!r}")
@@ -74,47 +76,47 @@ class _SGDLoss:
         b = np.atleast_1d(check_batch_size(batch_size))
         self.half_h = 0.5 * p.h
         self.kappa = pre * p.h  # λ = ε κ
-        self.gamma = injected_variance(p, b[:, None], pre)  # ε²γ is the injected variance
-        self.v0 = _init_var(p, init_var)
+        self.noise = injected_variance(p, b[:, None], pre)  # q = p²c/B: a step ε injects ε²q
+        self.v0 = initial_variance(p, init_var)
 
-    def at(self, x) -> _Rows:
-        return _Rows(self, np.asarray(x, dtype=np.float64))
+    def at(self, eps) -> _Rows:
+        return _Rows(self, np.asarray(eps, dtype=np.float64))
 
     def subset(self, rows) -> _SGDLoss:
         """The same loss for a subset of the batch sizes (Newton drops the rows that have converged)."""
         part = object.__new__(_SGDLoss)
         part.half_h, part.kappa, part.v0 = self.half_h, self.kappa, self.v0
-        part.gamma = self.gamma[rows]
+        part.noise = self.noise[rows]
         return part
 
-    def value(self, t, x):
-        return self.at(x).value(t)
+    def value(self, t, eps):
+        return self.at(eps).value(t)
 
-    def stationary(self, x):
+    def stationary(self, eps):
         """lim L(t) per row: ½Σ h V∞ when every coordinate is stable (εκ < 2), else inf; no logs needed."""
-        xc = np.asarray(x, dtype=np.float64)[:, None]
-        stable = np.all(xc * self.kappa < 2, axis=1)
+        eps_col = np.asarray(eps, dtype=np.float64)[:, None]
+        stable = np.all(eps_col * self.kappa < 2, axis=1)
         with np.errstate(divide="ignore"):
-            v_inf = xc * (self.gamma / self.kappa) / (2.0 - xc * self.kappa)
+            v_inf = eps_col * (self.noise / self.kappa) / (2.0 - eps_col * self.kappa)
         return np.where(stable, v_inf @ self.half_h, np.inf)
 
 
 class _Rows:
-    """The per-coordinate pieces at step sizes x (n,), computed once: ℓ, V∞ and V₀ − V∞ (the ε-derivatives
+    """The per-coordinate pieces at step sizes eps (n,), computed once: ℓ, V∞ and V₀ − V∞ (the ε-derivatives
     are formed only when asked for)."""
 
-    def __init__(self, loss: _SGDLoss, x):
-        self.loss, self.x = loss, x
+    def __init__(self, loss: _SGDLoss, eps):
+        self.loss, self.eps = loss, eps
         k = loss.kappa
-        xc = x[:, None]
-        u = 1.0 - xc * k
+        eps_col = eps[:, None]
+        u = 1.0 - eps_col * k
         # εκ = 1 exactly solves that coordinate in one step (ℓ = −∞); a tiny |u| keeps every term finite
         # and still gives e^{tℓ} = 0 for t ≥ 1.
         u = np.where(np.abs(u) < 1e-150, 1e-150, u)
         self.ell = 2.0 * np.log(np.abs(u))
         self.kappa_u = (k, u)
-        w = 2.0 - xc * k
-        self.v_inf = xc * (loss.gamma / k) / w
+        w = 2.0 - eps_col * k
+        self.v_inf = eps_col * (loss.noise / k) / w
         self.gap = loss.v0 - self.v_inf
 
     def _decay(self, t):
@@ -129,11 +131,11 @@ class _Rows:
     def derivatives(self, t):
         """(L, ∂L/∂s, ∂L/∂ε, ∂²L/∂s∂ε, ∂²L/∂ε²) with s = log t, from V = V∞ + (V₀ − V∞)e^{tℓ}."""
         k, u = self.kappa_u
-        w = 2.0 - self.x[:, None] * k
+        w = 2.0 - self.eps[:, None] * k
         d_ell = -2.0 * k / u  # derivatives in ε, needed only here
         dd_ell = -2.0 * k**2 / u**2
-        d_v = 2.0 * (self.loss.gamma / k) / w**2
-        dd_v = 4.0 * self.loss.gamma / w**3
+        d_v = 2.0 * (self.loss.noise / k) / w**2
+        dd_v = 4.0 * self.loss.noise / w**3
         e, tt = self._decay(t)
         de_x = tt * d_ell * e
         dde_x = (tt * dd_ell + (tt * d_ell) ** 2) * e
@@ -148,7 +150,7 @@ class _Rows:
         return v @ h, t * (v_t @ h), v_x @ h, t * (v_xt @ h), v_xx @ h
 
 
-def _crossing_time(loss: _SGDLoss, x, target, t_guess=None):
+def _crossing_time(loss: _SGDLoss, eps, target, t_guess=None):
     """Continuous t with L(t, ε) = target for each row; inf where the stationary loss is not below target.
 
     The excess L(t) − L∞ = Σ w_i e^{ℓ_i t} (w_i ≥ 0, ℓ_i < 0: every coordinate relaxes downwards, which the
@@ -157,11 +159,11 @@ def _crossing_time(loss: _SGDLoss, x, target, t_guess=None):
     it, and from a point right of it lands left of it in one step; it is exact in one step when one rate
     dominates. Start: ``t_guess`` (a neighbouring solution) or 0.
     """
-    rows = loss.at(x)
+    rows = loss.at(eps)
     stationary = rows.v_inf @ loss.half_h
     reached = np.all(rows.ell < 0, axis=1) & (stationary < target)
     log_goal = np.log(np.where(reached, target - stationary, 1.0))
-    t = np.zeros(x.size) if t_guess is None else np.where(np.isfinite(t_guess), np.maximum(t_guess, 0.0), 0.0)
+    t = np.zeros(eps.size) if t_guess is None else np.where(np.isfinite(t_guess), np.maximum(t_guess, 0.0), 0.0)
     active = reached.copy()
     for _ in range(100):
         if not active.any():
@@ -180,12 +182,12 @@ def _crossing_time(loss: _SGDLoss, x, target, t_guess=None):
     return np.where(reached, t, np.inf)
 
 
-def _first_integer_step(loss: _SGDLoss, x, target, t_cont):
+def _first_integer_step(loss: _SGDLoss, eps, target, t_cont):
     """ceil of the continuous crossing, corrected by exact integer evaluation (rounding at the boundary)."""
     k = np.ceil(t_cont - 1e-9 * t_cont)
     finite = np.isfinite(k)
     k = np.where(finite, np.maximum(k, 0), 0)
-    rows = loss.at(x)
+    rows = loss.at(eps)
     for _ in range(3):
         above = finite & (rows.value(k) > target)
         k = np.where(above, k + 1, k)
@@ -196,9 +198,9 @@ def _first_integer_step(loss: _SGDLoss, x, target, t_cont):
     return np.where(finite, k, np.inf)
 
 
-def _monotone(loss: _SGDLoss, x) -> np.ndarray:
+def _monotone(loss: _SGDLoss, eps) -> np.ndarray:
     """True where every coordinate starts at or above its stationary level (so L(t) decreases)."""
-    rows = loss.at(x)
+    rows = loss.at(eps)
     return np.all(rows.ell < 0, axis=1) & np.all(loss.v0 >= rows.v_inf * (1 - 1e-12), axis=1)
 
 
@@ -209,13 +211,13 @@ def _dense_first_hit(p, opt, batch_size, target, init_var, max_steps):
     with inf once the run has settled above the target to float resolution.
     """
     lam, sigma = step_coefficients(p, opt, batch_size)
-    v0 = _init_var(p, init_var)
+    v0 = initial_variance(p, init_var)
     stationary = steady_state_loss(p, opt, batch_size)
     start, chunk = 0, _DENSE_CHUNK
     while start <= max_steps:
         ts = np.arange(start, min(start + chunk, max_steps + 1))
         # E[L] over this chunk: the moment map is re-powered from t = 0, exact at every step
-        var = _second_moments(opt, lam, sigma, v0, ts)
+        var = second_moments(opt, lam, sigma, v0, ts)
         with np.errstate(over="ignore", invalid="ignore"):
             losses = 0.5 * (var @ p.h)
         hit = np.nonzero(losses <= target)[0]
@@ -246,21 +248,21 @@ def steps_to_target(p: NoisyQuadratic, opt, batch_size, target, *, init_var=1.0,
         3
     """
     opt = require_linear(as_optimizer(opt), "steps_to_target")
-    target = _check_target(target)
+    target = check_target(target)
     check_batch_size(batch_size)
     if isinstance(opt, Sgd):
         loss = _SGDLoss(p, batch_size, init_var, opt.precond)
-        x = np.atleast_1d(np.float64(opt.lr))
-        if loss.value(np.zeros(1), x)[0] <= target:
+        eps = np.atleast_1d(np.float64(opt.lr))
+        if loss.value(np.zeros(1), eps)[0] <= target:
             return 0
-        if _monotone(loss, x)[0]:
-            if loss.stationary(x)[0] >= target:
+        if _monotone(loss, eps)[0]:
+            if loss.stationary(eps)[0] >= target:
                 return float("inf")
-            k = _first_integer_step(loss, x, target, _crossing_time(loss, x, target))[0]
+            k = _first_integer_step(loss, eps, target, _crossing_time(loss, eps, target))[0]
             return int(k) if np.isfinite(k) else float("inf")
         # Coordinates that start below their stationary level, or are unstable, only grow: their share of
         # the loss at t = 0 is a lower bound for every later step.
-        rows = loss.at(x)
+        rows = loss.at(eps)
         growing = (rows.ell[0] >= 0) | (loss.v0 < rows.v_inf[0])
         if loss.half_h[growing] @ loss.v0[growing] > target:
             return float("inf")
@@ -304,38 +306,38 @@ class OptimalRuns:
 def _feasible_lr(loss: _SGDLoss, target):
     """Largest stable ε per row whose stationary loss is below target.
 
-    L∞(ε) = ½Σ h ε γ/(κ(2 − εκ)) is increasing and convex on (0, 2/κ_max), so Newton's method started at
+    L∞(ε) = ½Σ h ε q/(κ(2 − εκ)) is increasing and convex on (0, 2/κ_max), so Newton's method started at
     the stability edge (where L∞ = ∞ > target) descends to the root monotonically.
     """
     edge = 2.0 / loss.kappa.max()
-    g_k = loss.gamma / loss.kappa
-    x = np.full(loss.gamma.shape[0], edge * (1 - 1e-9))
+    g_k = loss.noise / loss.kappa
+    eps = np.full(loss.noise.shape[0], edge * (1 - 1e-9))
     for _ in range(100):
-        w = 2.0 - x[:, None] * loss.kappa
-        f = (x[:, None] * g_k / w) @ loss.half_h - target
+        w = 2.0 - eps[:, None] * loss.kappa
+        f = (eps[:, None] * g_k / w) @ loss.half_h - target
         slope = (2.0 * g_k / w**2) @ loss.half_h
-        x_new = np.where(f > 0, x - f / slope, x)
-        if np.all(np.abs(x_new - x) <= 1e-13 * x):
+        eps_new = np.where(f > 0, eps - f / slope, eps)
+        if np.all(np.abs(eps_new - eps) <= 1e-13 * eps):
             break
-        x = x_new
-    return x * (1 - 1e-12)
+        eps = eps_new
+    return eps * (1 - 1e-12)
 
 
 # -- momentum and EMA: integer first crossings on the closed forms, tuned by nested golden sections --------
 class _TunedLoss:
     """E[L_t] for rows of (ε, β) — heavy ball or Nesterov — or (ε, γ) — an EMA of SGD — in closed form
-    (:mod:`nqm.moments`); ``hp`` is the hyper-parameter β or γ of each row."""
+    (:mod:`nqm.dynamics.moments`); ``hp`` is the hyper-parameter β or γ of each row."""
 
     def __init__(self, p: NoisyQuadratic, batch_sizes, init_var, precond, family: str):
         pre = check_precond(p, precond)
         self.family = family
         self.half_h = 0.5 * p.h
         self.kappa = pre * p.h
-        self.gamma = injected_variance(p, batch_sizes[:, None], pre)
-        self.v0 = _init_var(p, init_var)
+        self.noise = injected_variance(p, batch_sizes[:, None], pre)
+        self.v0 = initial_variance(p, init_var)
 
-    def _moments(self, x, hp, v0, rows=slice(None)):
-        lam, q, hh = x[..., None] * self.kappa, x[..., None] ** 2 * self.gamma[rows], hp[..., None]
+    def _moments(self, eps, hp, v0, rows=slice(None)):
+        lam, q, hh = eps[..., None] * self.kappa, eps[..., None] ** 2 * self.noise[rows], hp[..., None]
         if self.family == "heavy_ball":
             return HeavyBallMoments(lam, q, v0, hh)
         if self.family == "ema":
@@ -350,18 +352,18 @@ class _TunedLoss:
         f, g = Nesterov(1.0, beta).transition(lam)
         return f, g * np.sqrt(q)[..., None]
 
-    def curve(self, x, hp):
+    def curve(self, eps, hp):
         """t ↦ E[L_t] at fixed rows (ε, hp); the t-independent work is done here, once."""
-        moments = self._moments(x, hp, self.v0)
+        moments = self._moments(eps, hp, self.v0)
         return lambda t: moments.at(np.asarray(t, dtype=np.float64)[:, None]) @ self.half_h
 
-    def value(self, x, hp, t):
-        return self.curve(x, hp)(t)
+    def value(self, eps, hp, t):
+        return self.curve(eps, hp)(t)
 
-    def first_hit_by_scan(self, row: int, x: float, hp: float, target: float, until: int) -> int:
+    def first_hit_by_scan(self, row: int, eps: float, hp: float, target: float, until: int) -> int:
         """The first integer t < ``until`` with E[L_t] ≤ target for batch size ``row`` at (ε, hp) by evaluating
         every step; ``until`` if there is none."""
-        moments = self._moments(np.array(x), np.array(hp), self.v0, row)
+        moments = self._moments(np.array(eps), np.array(hp), self.v0, row)
         chunk = max(1, (1 << 22) // self.v0.size)
         for start in range(0, until, chunk):
             ts = np.arange(start, min(start + chunk, until), dtype=np.float64)
@@ -371,8 +373,8 @@ class _TunedLoss:
                 return int(ts[hit[0]])
         return until
 
-    def stationary(self, x, hp):
-        lam, q, hh = x[:, None] * self.kappa, x[:, None] ** 2 * self.gamma, hp[:, None]
+    def stationary(self, eps, hp):
+        lam, q, hh = eps[:, None] * self.kappa, eps[:, None] ** 2 * self.noise, hp[:, None]
         if self.family == "heavy_ball":
             return heavy_ball_stationary(lam, q, hh) @ self.half_h
         if self.family == "ema":
@@ -398,7 +400,7 @@ class _TunedLoss:
         return np.exp(lo)
 
 
-def _first_crossing(loss: _TunedLoss, x, hp, target, guess=None, max_steps=2.0**50):
+def _first_crossing(loss: _TunedLoss, eps, hp, target, guess=None, max_steps=2.0**50):
     """(first integer k, continuous estimate) with E[L_k] ≤ target, per row; inf where never.
 
     A bracket [lo, hi] with L(lo) > target ≥ L(hi) is grown by doubling from ``guess`` and then narrowed by
@@ -408,14 +410,14 @@ def _first_crossing(loss: _TunedLoss, x, hp, target, guess=None, max_steps=2.0**
     and are past by then in tuned runs; ``steps_to_target`` is exact in every case and checks this in the
     tests).
     """
-    n = x.size
+    n = eps.size
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        l_inf = loss.stationary(x, hp)
-    reached = (x < loss.stability_edge(hp)) & (l_inf < target)
+        l_inf = loss.stationary(eps, hp)
+    reached = (eps < loss.stability_edge(hp)) & (l_inf < target)
     goal = np.log(np.where(reached, target - l_inf, 1.0))
 
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        curve = loss.curve(x, hp)
+        curve = loss.curve(eps, hp)
 
     def excess_log(k):
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -508,41 +510,41 @@ def _optimal_tuned(p, target, b, init_var, precond, family) -> OptimalRuns:
 
     def best_lr(s, guess):
         hp = -np.expm1(s)
-        x_hi = loss.feasible_lr(hp, target)
-        hi = np.log(x_hi)
+        eps_hi = loss.feasible_lr(hp, target)
+        hi = np.log(eps_hi)
         z, t = _golden_min(
             lambda z, g: _first_crossing(loss, np.exp(z), hp, target, g)[1], hi - np.log(_LR_DECADES), hi, _GOLDEN_STEPS
         )
-        return np.exp(z), t, x_hi
+        return np.exp(z), t, eps_hi
 
     lo, hi = (np.full(b.size, v) for v in _H_LOG_RANGE)
     s, _ = _golden_min(lambda s, g: best_lr(s, g)[1], lo, hi, _GOLDEN_STEPS)
-    x, _, x_hi = best_lr(s, None)
+    eps, _, eps_hi = best_lr(s, None)
     # t(ε, hp) is jagged where E[L] still oscillates at the target (heavy ball at large B: the crossing
     # jumps between troughs); a 5 × 5 patch of exact crossings around the optimum picks the best nearby.
     offsets = np.linspace(-0.03, 0.03, 5)
-    best = (np.full(b.size, np.inf), np.full(b.size, np.inf), x, s, x_hi)
+    best = (np.full(b.size, np.inf), np.full(b.size, np.inf), eps, s, eps_hi)
     for ds in offsets:
         s_c = np.clip(s + ds, lo, hi)
         hp_c = -np.expm1(s_c)
         cap = loss.feasible_lr(hp_c, target)
         for dz in offsets:
-            x_c = np.minimum(x * np.exp(dz), cap)
-            st, ct = _first_crossing(loss, x_c, hp_c, target, best[1])
+            eps_c = np.minimum(eps * np.exp(dz), cap)
+            st, ct = _first_crossing(loss, eps_c, hp_c, target, best[1])
             better = (st < best[0]) | ((st == best[0]) & (ct < best[1]))
-            best = tuple(np.where(better, new, old) for new, old in zip((st, ct, x_c, s_c, cap), best))
-    steps, cont, x, s, x_hi = best
+            best = tuple(np.where(better, new, old) for new, old in zip((st, ct, eps_c, s_c, cap), best))
+    steps, cont, eps, s, eps_hi = best
     hp = -np.expm1(s)
     # The bracketing search finds a crossing. Short runs (steps·d ≤ 2^25, e.g. heavy ball at large B, where
     # the oscillations are alive at the target) are then checked at every earlier step: exact first hits.
     for i in np.nonzero(steps * p.d <= _SCAN_BUDGET)[0]:
-        steps[i] = loss.first_hit_by_scan(i, x[i], hp[i], target, int(steps[i]))
+        steps[i] = loss.first_hit_by_scan(i, eps[i], hp[i], target, int(steps[i]))
     # interior: neither ε nor hp within a hair of its searched bounds
     span = hi - lo
-    interior = (x < x_hi * (1 - 1e-3)) & (s > lo + 1e-3 * span) & (s < hi - 1e-3 * span)
+    interior = (eps < eps_hi * (1 - 1e-3)) & (s > lo + 1e-3 * span) & (s < hi - 1e-3 * span)
     extra = {"ema": hp} if family == "ema" else {"momentum": hp}
     pre = None if precond is None else check_precond(p, precond)
-    return OptimalRuns(b, steps, b * steps, x, cont, interior, **extra, family=family, precond=pre)
+    return OptimalRuns(b, steps, b * steps, eps, cont, interior, **extra, family=family, precond=pre)
 
 
 def _golden_min(objective, lo, hi, iterations: int):
@@ -595,7 +597,7 @@ def optimal_steps_to_target(
 
     ``family="heavy_ball"``, ``"nesterov"`` and ``"ema"`` also tune h = β or γ in [10⁻⁶, 1 − 10⁻⁴]: golden
     sections on log(1 − h) around golden sections on log ε (ε up to the largest stable step whose stationary
-    loss is below the target), each point's steps the first crossing of the closed form (:mod:`nqm.moments`;
+    loss is below the target), each point's steps the first crossing of the closed form (:mod:`nqm.dynamics.moments`;
     Nesterov's through its two-state transition), then the best of a 5 × 5 patch of nearby points (t(ε, β)
     is jagged at large B, where E[L] still oscillates at the target). Short runs (steps·d ≤ 2²⁵) are
     checked at every step, so their steps are exact first hits; ``interior`` is False where ε or h sits at
@@ -606,7 +608,7 @@ def optimal_steps_to_target(
     """
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
-    target = _check_target(target)
+    target = check_target(target)
     b = np.atleast_1d(check_batch_size(batch_sizes)).astype(np.float64)
     if family != "sgd":
         return _optimal_tuned(p, target, b, init_var, precond, family)
@@ -615,58 +617,36 @@ def optimal_steps_to_target(
     if loss.value(np.zeros(n), np.ones(n) * 1e-12)[0] <= target:
         zeros = np.zeros(n)
         return OptimalRuns(b, zeros, zeros, np.full(n, np.nan), zeros, np.zeros(n, dtype=bool), precond=precond)
-    # Search where every coordinate relaxes downwards (V₀ ≥ V∞, i.e. ε ≤ 2V₀κ/(γ + V₀κ²)): there t(ε) is
+    # Search where every coordinate relaxes downwards (V₀ ≥ V∞, i.e. ε ≤ 2V₀κ/(q + V₀κ²)): there t(ε) is
     # smooth and L(t) decreasing. Beyond, some coordinate's loss only grows; an optimum on that edge is
     # reported as not interior.
     with np.errstate(divide="ignore"):
-        x_cap = np.min(2 * loss.v0 * loss.kappa / (loss.gamma + loss.v0 * loss.kappa**2), axis=1)
-    x_hi = np.minimum(_feasible_lr(loss, target), x_cap * (1 - 1e-9))
-    lo, hi = np.log(x_hi) - np.log(1e6), np.log(x_hi)
+        eps_cap = np.min(2 * loss.v0 * loss.kappa / (loss.noise + loss.v0 * loss.kappa**2), axis=1)
+    eps_hi = np.minimum(_feasible_lr(loss, target), eps_cap * (1 - 1e-9))
+    lo, hi = np.log(eps_hi) - np.log(1e6), np.log(eps_hi)
     # golden-section search on log ε for a starting point
     z, t = _golden_min(lambda z, guess: _crossing_time(loss, np.exp(z), target, guess), lo, hi, 10)
-    x = np.exp(z)
+    eps = np.exp(z)
     # Newton on (log t, ε): F = L − target, G = ∂L/∂ε; rows leave once converged
     active = np.arange(n)
     for _ in range(30):
-        xa, ta, part = x[active], t[active], loss.subset(active)
-        val, ls, lx, lsx, lxx = part.at(xa).derivatives(ta)
+        eps_a, ta, part = eps[active], t[active], loss.subset(active)
+        val, ls, lx, lsx, lxx = part.at(eps_a).derivatives(ta)
         f, gx = val - target, lx
         det = ls * lxx - lx * lsx
         with np.errstate(divide="ignore", invalid="ignore"):
             ds = (-f * lxx + gx * lx) / det
             dx = (-gx * ls + f * lsx) / det
         step_ok = np.isfinite(ds) & np.isfinite(dx)
-        dx = np.clip(np.where(step_ok, dx, 0), -0.5 * xa, np.maximum(0.5 * (x_hi[active] - xa), 0))
+        dx = np.clip(np.where(step_ok, dx, 0), -0.5 * eps_a, np.maximum(0.5 * (eps_hi[active] - eps_a), 0))
         ds = np.clip(np.where(step_ok, ds, 0), -1, 1)
-        x[active], t[active] = xa + dx, ta * np.exp(ds)
-        active = active[(np.abs(dx) > 1e-12 * xa) | (np.abs(ds) > 1e-12)]
+        eps[active], t[active] = eps_a + dx, ta * np.exp(ds)
+        active = active[(np.abs(dx) > 1e-12 * eps_a) | (np.abs(ds) > 1e-12)]
         if active.size == 0:
             break
     # re-solve t exactly at the final ε (Newton's t satisfies F = 0 only to its tolerance)
-    t = _crossing_time(loss, x, target, t)
-    steps = _first_integer_step(loss, x, target, t)
-    interior = x < x_hi * (1 - 1e-6)
+    t = _crossing_time(loss, eps, target, t)
+    steps = _first_integer_step(loss, eps, target, t)
+    interior = eps < eps_hi * (1 - 1e-6)
     pre = None if precond is None else check_precond(p, precond)
-    return OptimalRuns(b, steps, b * steps, x, t, interior, precond=pre)
-
-
-def fit_frontier(batch_sizes, steps) -> tuple[float, float, float]:
-    """Fit McCandlish et al.'s frontier S = S_min + E_min/B, i.e. (S/S_min − 1)(E/E_min − 1) = 1 (eq. 2.11).
-
-    Least squares in relative error (each point divided by its S) over the reachable batch sizes. Returns
-    (S_min, E_min, the largest relative residual); B_crit = E_min/S_min.
-
-    Example:
-        >>> b = np.array([1.0, 10.0, 100.0])
-        >>> s_min, e_min, residual = fit_frontier(b, 50 + 1000 / b)
-        >>> round(s_min, 9), round(e_min, 9), residual < 1e-12
-        (50.0, 1000.0, True)
-    """
-    batch, steps = np.asarray(batch_sizes, dtype=np.float64), np.asarray(steps, dtype=np.float64)
-    ok = np.isfinite(steps)
-    if ok.sum() < 2:
-        raise ValueError("fit_frontier needs at least two batch sizes that reach the target")
-    x = np.stack([np.ones(ok.sum()), 1 / batch[ok]], axis=1) / steps[ok, None]
-    (s_min, e_min), *_ = np.linalg.lstsq(x, np.ones(ok.sum()), rcond=None)
-    fitted = s_min + e_min / batch[ok]
-    return float(s_min), float(e_min), float(np.max(np.abs(fitted / steps[ok] - 1)))
+    return OptimalRuns(b, steps, b * steps, eps, t, interior, precond=pre)

@@ -1,0 +1,42 @@
+"""Exact expected training dynamics: no sampling, only second moments.
+
+The public face of the package; the pieces live behind it:
+
+* :mod:`.expected` — E[L_t] of any linear optimiser (:mod:`nqm.optim`), its steady state, SGD's per-coordinate
+  variance and the noise scales along an expected run;
+* :mod:`.moments` — closed forms of the second moments (heavy ball, an EMA of SGD, any two-state transition);
+* :mod:`.whole_runs` — exact steps to a target loss, and the hyper-parameters that minimise them;
+* :mod:`.schedules` — the greedy schedule, optimal piecewise-constant schedules, McCandlish et al.'s adaptive
+  batch size;
+* :mod:`.frontier` — the steps/examples frontier S = S_min + E_min/B fitted to optimal runs.
+
+References: Zhang et al. 2019 (arXiv:1907.04164); McCandlish et al. 2018 (arXiv:1812.06162).
+"""
+
+from .expected import coordinate_variance, expected_loss, noise_scales_along, sgd_variance, steady_state_loss
+from .frontier import fit_frontier
+from .schedules import (
+    GreedyRun,
+    PiecewiseSchedule,
+    adaptive_batch_schedule,
+    greedy_schedule,
+    optimal_piecewise_schedule,
+)
+from .whole_runs import OptimalRuns, optimal_steps_to_target, steps_to_target
+
+__all__ = [
+    "expected_loss",
+    "steady_state_loss",
+    "sgd_variance",
+    "coordinate_variance",
+    "noise_scales_along",
+    "fit_frontier",
+    "steps_to_target",
+    "optimal_steps_to_target",
+    "OptimalRuns",
+    "greedy_schedule",
+    "GreedyRun",
+    "optimal_piecewise_schedule",
+    "PiecewiseSchedule",
+    "adaptive_batch_schedule",
+]

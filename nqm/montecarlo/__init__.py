@@ -1,0 +1,32 @@
+"""Monte Carlo: real runs of an optimiser on many replicas, with standard errors, on the CPU or a GPU.
+
+The public face of the package; behind it:
+
+* :mod:`.simulation` — :func:`simulate`, the front door, which checks the arguments and picks an engine;
+* :mod:`.sfc64` — the CPU engine on SFC64 streams, tiles of replicas on threads (:mod:`.parallel`);
+* :mod:`.counter` — the engine on counter-based Philox noise (:mod:`.philox`), the same streams on NumPy and in
+  the fused CUDA kernel ``cuda/fused.cu`` (:mod:`.backend` compiles it), which runs an optimiser's per-coordinate
+  recurrence (:mod:`.recurrence`);
+* :mod:`.skip_ahead` — exact jumps between checkpoints of a linear optimiser;
+* :mod:`.one_step` — one step from a point on a grid of (ε, B); :mod:`.norm_trace` — what a noise-scale
+  estimator sees along a run;
+* :mod:`.results` — the result types; :mod:`.basis` — the coordinates a simulation works in.
+"""
+
+from .norm_trace import gradient_norm_trace
+from .one_step import one_step_improvement
+from .results import GradientNormTrace, OneStepResult, SimulationResult, default_record, loss_curve
+from .simulation import simulate
+from .skip_ahead import simulate_checkpoints
+
+__all__ = [
+    "simulate",
+    "simulate_checkpoints",
+    "one_step_improvement",
+    "gradient_norm_trace",
+    "SimulationResult",
+    "OneStepResult",
+    "GradientNormTrace",
+    "default_record",
+    "loss_curve",
+]

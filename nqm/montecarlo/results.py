@@ -1,0 +1,100 @@
+"""What a simulation returns: loss curves with standard errors, one-step improvements, gradient-norm traces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "SimulationResult",
+    "OneStepResult",
+    "GradientNormTrace",
+    "loss_curve",
+    "default_record",
+    "check_record",
+]
+
+
+@dataclass
+class SimulationResult:
+    """Loss statistics of R replicas at the recorded steps.
+
+    Attributes:
+        steps: (K,) recorded step indices.
+        mean: (K,) mean loss over replicas. sem: (K,) its standard error (ddof = 1).
+        n: number of replicas.
+        losses: (n, K) per-replica losses when ``keep_losses=True``, else None.
+        state: (n, d) final θ in H's basis when ``keep_state=True``, else None.
+    """
+
+    steps: np.ndarray
+    mean: np.ndarray
+    sem: np.ndarray
+    n: int
+    losses: np.ndarray | None = None
+    state: np.ndarray | None = None
+
+
+@dataclass
+class OneStepResult:
+    """Improvement ``ΔL = L(θ) − L(θ − εP G_B)`` over replicas, on a grid of (lr, batch_size)."""
+
+    lr: np.ndarray
+    batch_size: np.ndarray
+    mean: np.ndarray
+    sem: np.ndarray
+    n: int
+
+
+@dataclass
+class GradientNormTrace:
+    """What a practitioner sees along an SGD run, and the truth, per replica and step: arrays (R, T).
+
+    Attributes:
+        sq_small, sq_big: ``|G_small|²`` and ``|G_big|²`` of nested batches of B_small ⊂ B_big examples
+            (the big batch is the one SGD steps with).
+        sq_consecutive: ``|½(G_big(θ_{t−1}) + G_big(θ_t))|²`` (nan at t = 0).
+        sq_true: ``|G(θ_t)|²``. ghg_true: ``G(θ_t)ᵀHG(θ_t)``.
+        b_small, b_big: the two batch sizes. trace_sigma, trace_h_sigma: tr Σ and tr(HΣ).
+    """
+
+    sq_small: np.ndarray
+    sq_big: np.ndarray
+    sq_consecutive: np.ndarray
+    sq_true: np.ndarray
+    ghg_true: np.ndarray
+    b_small: int
+    b_big: int
+    trace_sigma: float
+    trace_h_sigma: float
+
+
+def loss_curve(record, losses, keep_losses: bool = False, state=None) -> SimulationResult:
+    """The loss curve of per-replica losses (R, K) at the steps ``record``: mean and standard error."""
+    return SimulationResult(
+        steps=record,
+        mean=losses.mean(axis=0),
+        sem=losses.std(axis=0, ddof=1) / np.sqrt(losses.shape[0]),
+        n=losses.shape[0],
+        losses=losses if keep_losses else None,
+        state=state,
+    )
+
+
+def default_record(steps: int, points: int = 40) -> np.ndarray:
+    """Log-spaced checkpoints in [0, steps], always with 0 and ``steps``."""
+    if steps == 0:
+        return np.array([0])
+    inner = np.round(np.geomspace(1, steps, points)).astype(np.int64)
+    return np.unique(np.concatenate([[0], inner, [steps]]))
+
+
+def check_record(steps: int, record) -> np.ndarray:
+    """The recorded steps as a sorted unique int64 array in [0, steps] (default: :func:`default_record`)."""
+    if record is None:
+        return default_record(steps)
+    r = np.unique(np.asarray(record, dtype=np.int64))
+    if r.ndim != 1 or r.size == 0 or r[0] < 0 or r[-1] > steps:
+        raise ValueError(f"record must be steps in [0, {steps}]")
+    return r

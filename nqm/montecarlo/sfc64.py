@@ -1,0 +1,205 @@
+"""The SFC64 engine: replicas in tiles on threads, each tile with its own SFC64 stream (:mod:`.parallel`).
+
+Work is split into *tiles* (a block of replicas × a block of coordinates for diagonal problems, a block of
+replicas × all coordinates otherwise). Each tile owns an ``SFC64`` stream seeded by
+``SeedSequence(seed, spawn_key=(replica block, coordinate block))`` and runs all its steps on its own, so tiles
+go to threads in any order and a result depends only on (seed, problem, arguments), never on the thread count.
+Losses are accumulated in float64 whatever the state's dtype.
+
+Diagonal problems take a fast path of in-place updates on cache-sized tiles that runs the optimiser's
+recurrence (:mod:`.recurrence`), bound by the normal generator; dense Σ, a rotated basis or per-example noise
+take the general path, the optimiser's own ``update`` with matrix products.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..noise import minibatch_noise
+from ..problem import NoisyQuadratic, check_precond
+from ..progress import Progress
+from .basis import WorkingBasis
+from .parallel import run_tasks, thread_count, tile_rng
+from .recurrence import DiagonalRecurrence, diagonal_recurrence
+from .results import loss_curve
+
+__all__ = ["simulate_sfc64", "TILE_ELEMENTS", "GENERAL_TILE_ELEMENTS"]
+
+TILE_ELEMENTS = 1 << 14  # 128 KiB of float64 per array: a tile's working set stays in L2.
+GENERAL_TILE_ELEMENTS = 1 << 16
+
+
+# -- the diagonal fast path -------------------------------------------------------------------
+def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state):
+    """Run one (replicas × coordinates) tile of a diagonal problem in place; return its losses.
+
+    ``coef`` holds this tile's slice of the optimiser's recurrence (:mod:`nqm.recurrence`). When every
+    coordinate has noise (σ > 0) the tile works on u = s/σ, where SGD's update ``u ← a·u − z`` needs no
+    multiply of the fresh normals: one pass fewer per step, which matters because a step is a few passes over
+    cache-resident memory beside one normal per coordinate.
+    """
+    kind, f, gain, s, h, gamma = (coef[k] for k in ("kind", "f", "gain", "s", "h", "gamma"))
+    a = f[:, 0, 0]
+    # Only when θ/s stays far from overflow (u² is accumulated in float64 for the loss).
+    scaled = bool(np.all(s >= np.finfo(dtype).tiny ** 0.25))
+    theta = theta0.astype(dtype, copy=True)
+    if scaled:
+        theta /= s
+        weight = h * np.square(s, dtype=np.float64)  # L = ½ Σ h s² u²
+    else:
+        weight = h
+    z = np.empty_like(theta)
+    two = kind != "one"
+    # the second state: θ_{t−1} (θ_{−1} = θ_0 means v_0 = 0) for "shift", e₁θ₀ in general
+    aux = theta * dtype(coef["initial"][1]) if two else None
+    tmp = np.empty_like(theta) if two else None
+    if kind == "shift":
+        beta = -f[:, 0, 1]  # x' = a x − β y − z on positions
+        beta = beta[0] if np.all(beta == beta[0]) else beta  # a scalar β saves a stream of memory per step
+    elif kind == "two":
+        f01, f10, f11, g0, g1 = f[:, 0, 1], f[:, 1, 0], f[:, 1, 1], gain[:, 0], gain[:, 1]
+    plain_gain = kind == "two" or bool(np.all(gain[:, 0] == -1))
+    minus_gain = None if plain_gain else -gain[:, 0]
+    avg = theta.copy() if gamma > 0 else None
+    losses = np.empty((theta.shape[0], record.size))
+    k = 0
+
+    def loss_of(x):
+        return 0.5 * (np.square(x, dtype=np.float64) @ weight)
+
+    if record[0] == 0:
+        losses[:, 0] = loss_of(theta)
+        k = 1
+    report_every = max(1, steps // 100)
+    for t in range(1, steps + 1):
+        rng.standard_normal(out=z, dtype=dtype)
+        if not scaled:
+            z *= s
+        if minus_gain is not None:
+            z *= minus_gain
+        if kind == "shift":
+            # θ_{t+1} = aθ_t − βθ_{t−1} − s z (heavy ball written on positions).
+            aux *= beta
+            aux += z
+            np.multiply(theta, a, out=tmp)
+            np.subtract(tmp, aux, out=aux)
+            theta, aux = aux, theta
+        elif kind == "two":
+            # x' = f₀₀x + f₀₁y + g₀z, y' = f₁₀x + f₁₁y + g₁z, both from the old (x, y)
+            np.multiply(aux, f01, out=tmp)
+            tmp += g0 * z
+            aux *= f11
+            aux += f10 * theta
+            aux += g1 * z
+            theta *= a
+            theta += tmp
+        else:
+            theta *= a
+            theta -= z
+        if gamma > 0:
+            avg -= theta
+            avg *= gamma
+            avg += theta
+        if k < record.size and record[k] == t:
+            losses[:, k] = loss_of(avg if gamma > 0 else theta)
+            k += 1
+        if t % report_every == 0:
+            progress.update(report_every * theta.size)
+    if keep_state and scaled:
+        theta *= s
+    return losses, (theta if keep_state else None)
+
+
+def _diagonal_coefficients(rec: DiagonalRecurrence, p, dtype):
+    return {
+        "kind": rec.kind,
+        "f": rec.f.astype(dtype),
+        "gain": rec.gain.astype(dtype),
+        "s": rec.sigma.astype(dtype),
+        "h": p.h,
+        "gamma": dtype(rec.gamma),
+        "initial": rec.initial,
+    }
+
+
+# -- the general path: dense Σ, rotated basis, per-example noise ------------------------------
+def _general_tile(rng, p, basis, opt, batch_size, per_example, theta0, steps, record, dtype, progress, keep_state):
+    """The optimiser's own update (:mod:`nqm.optim`) on rows of replicas, one matrix-product step at a time."""
+    x = basis.to_working(theta0.astype(dtype))
+    state = opt.init(x)
+    losses = np.empty((x.shape[0], record.size))
+    k = 0
+    if record[0] == 0:
+        losses[:, 0] = basis.loss(opt.readout(state))
+        k = 1
+    report_every = max(1, steps // 100)
+    for t in range(1, steps + 1):
+        noise = basis.to_working(minibatch_noise(rng, p, batch_size, x.shape[0], per_example, dtype))
+        state = opt.update(state, basis.precondition(basis.curvature(state[0]) + noise))
+        if k < record.size and record[k] == t:
+            losses[:, k] = basis.loss(opt.readout(state))
+            k += 1
+        if t % report_every == 0:
+            progress.update(report_every * x.size)
+    return losses, (basis.to_eigenbasis(state[0]) if keep_state else None)
+
+
+def initial_theta(rng, theta0, init_var, rows, cols: slice, dtype):
+    """θ₀ of a tile: ``theta0`` repeated over its rows, or N(0, init_var) draws from the tile's stream."""
+    if theta0 is not None:
+        return np.broadcast_to(theta0[cols], (rows, theta0[cols].size)).astype(dtype)
+    return rng.standard_normal((rows, init_var[cols].size), dtype=dtype) * np.sqrt(init_var[cols]).astype(dtype)
+
+
+def simulate_sfc64(
+    p: NoisyQuadratic,
+    opt,
+    batch_size,
+    steps,
+    replicas,
+    seed,
+    var0,
+    th0,
+    rec,
+    dtype,
+    *,
+    per_example=None,
+    threads=None,
+    progress=None,
+    keep_losses=False,
+    keep_state=False,
+):
+    """Losses of ``replicas`` runs of ``opt`` at the steps ``rec`` on SFC64 streams; the arguments are those of
+    :func:`nqm.simulate`, already checked there (``var0`` the (d,) initial variance, ``th0`` a common θ₀)."""
+    pre = check_precond(p, opt.precond)
+    fast = p.is_diagonal and per_example is None
+    cols = min(p.d, TILE_ELEMENTS) if fast else p.d
+    rows = max(1, (TILE_ELEMENTS if fast else GENERAL_TILE_ELEMENTS) // cols)
+    tiles = [(r0, c0) for r0 in range(0, replicas, rows) for c0 in range(0, p.d, cols)]
+    work = float(replicas) * p.d * steps * (1 + (per_example is not None) * batch_size)
+    bar = Progress(work, "nqm.simulate", work > 2e9 if progress is None else bool(progress))
+
+    if fast:
+        coef = _diagonal_coefficients(diagonal_recurrence(p, opt, batch_size), p, dtype)
+
+    def task(r0, c0):
+        def run():
+            rng = tile_rng(seed, r0 // rows, c0 // cols)
+            n_rows, sl = min(rows, replicas - r0), slice(c0, c0 + cols)
+            theta = initial_theta(rng, th0, var0, n_rows, sl, dtype)
+            if fast:
+                tile_coef = {k: (v[sl] if isinstance(v, np.ndarray) else v) for k, v in coef.items()}
+                return _diagonal_tile(rng, tile_coef, theta, steps, rec, dtype, bar, keep_state)
+            basis = WorkingBasis(p, pre, dtype)
+            return _general_tile(rng, p, basis, opt, batch_size, per_example, theta, steps, rec, dtype, bar, keep_state)
+
+        return run
+
+    outputs = run_tasks([task(*t) for t in tiles], thread_count(threads, len(tiles)))
+    losses = np.zeros((replicas, rec.size))
+    state = np.empty((replicas, p.d)) if keep_state else None
+    for (r0, c0), (tile_losses, tile_state) in zip(tiles, outputs):  # fixed order: deterministic sums
+        losses[r0 : r0 + tile_losses.shape[0]] += tile_losses
+        if keep_state:
+            state[r0 : r0 + tile_state.shape[0], c0 : c0 + tile_state.shape[1]] = tile_state
+    return loss_curve(rec, losses, keep_losses, state)

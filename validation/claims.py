@@ -1,0 +1,93 @@
+"""The claim registry: every ``validation/vN_*.py`` is one claim, found by its file name.
+
+A claim module declares
+
+* ``ID`` — "V4", the number matching its file name ``v4_….py``;
+* ``TITLE`` — a few words for the progress log and the report;
+* ``run(ctx: Context) -> Outcome`` — its checks (each with its planted-error controls) and its findings tables;
+  figures go to ``ctx.out_dir``.
+
+Adding a claim is adding one file; :func:`discover` finds it and the runner runs it in the order of the numbers.
+What several claims share — the problem families and their points, the one-step grids of V1 and V2 — is built
+once, on first use, by the :class:`Context`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from .families import Budget, Family, families
+from .one_step import OneStepGrid, run_grid
+
+__all__ = ["Claim", "Context", "Outcome", "discover"]
+
+_CLAIM_FILE = re.compile(r"^v(\d+)_\w+$")
+
+
+@dataclass
+class Outcome:
+    """What a claim returns: its checks and controls (:class:`validation.stats.Check`) and findings tables."""
+
+    checks: list = field(default_factory=list)
+    tables: list = field(default_factory=list)
+
+
+class Context:
+    """Everything a claim may use: where figures go, the budget, the suite seed, and shared experiments."""
+
+    def __init__(self, out_dir: Path, budget: Budget, seed: int):
+        self.out_dir, self.budget, self.seed = out_dir, budget, seed
+        self._grids: dict[str, list[OneStepGrid]] = {}
+
+    @property
+    def quick(self) -> bool:
+        return self.budget.quick
+
+    @cached_property
+    def families(self) -> dict[str, Family]:
+        """The problem families of V1–V4 with their points θ along a training run, by key."""
+        return {f.key: f for f in families(self.budget, self.seed)}
+
+    def one_step_grids(self, family: Family) -> list[OneStepGrid]:
+        """ΔL on a (B, ε) grid at each of the family's points (shared by V1 and V2)."""
+        if family.key not in self._grids:
+            b = self.budget
+            replicas = b.one_step_replicas if family.per_example is None else b.one_step_replicas_examples
+            self._grids[family.key] = [run_grid(family, point, replicas, self.seed) for point in family.points]
+        return self._grids[family.key]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A registered claim: its id, title and entry point."""
+
+    id: str
+    title: str
+    run: Callable[[Context], Outcome]
+    module: str
+
+
+def discover(package: str = "validation") -> list[Claim]:
+    """Every claim module of ``package``, in the order of their numbers; a clear error for a malformed one."""
+    found = []
+    for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+        match = _CLAIM_FILE.match(info.name)
+        if not match:
+            continue
+        module = importlib.import_module(f"{package}.{info.name}")
+        missing = [name for name in ("ID", "TITLE", "run") if not hasattr(module, name)]
+        if missing:
+            raise ValueError(f"claim module {module.__name__} lacks {', '.join(missing)}")
+        if module.ID != f"V{match.group(1)}":
+            raise ValueError(f"claim module {module.__name__} declares ID {module.ID!r}; its file says V{match[1]}")
+        found.append((int(match.group(1)), Claim(module.ID, module.TITLE, module.run, module.__name__)))
+    numbers = [n for n, _ in found]
+    if len(set(numbers)) != len(numbers):
+        raise ValueError(f"two claim modules share a number: {sorted(numbers)}")
+    return [claim for _, claim in sorted(found, key=lambda pair: pair[0])]

@@ -1,0 +1,31 @@
+"""What report.md and report.html say alike: the preamble, the verdicts and how numbers are written."""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["number", "preamble", "verdict"]
+
+
+def number(x) -> str:
+    """Numbers to 4 significant digits (inf and nan as words); anything else as its text."""
+    if isinstance(x, float):
+        return str(x) if not math.isfinite(x) else f"{x:.4g}"
+    return str(x)
+
+
+def preamble(meta: dict) -> str:
+    """The report's opening: seed, budget, run time and the statistical decision rule."""
+    return (
+        f"Seed {meta['seed']}, {'quick' if meta['quick'] else 'default'} budget, {meta['seconds']:.1f} s. "
+        f"Suite-wide false-alarm budget α = {meta['alpha']} over K = {meta['statistical_cells']} statistical "
+        f"comparisons (Bonferroni) ⇒ critical |z| = {meta['z_crit']:.3f}. A check passes when every cell has "
+        "|measured − predicted| ≤ z·SE + 1e-9·|predicted|; each row shows its worst cell. Exact checks use the "
+        "float tolerance only. Planted errors (negative controls) must be rejected by the checks they accompany."
+    )
+
+
+def verdict(record: dict) -> str:
+    if record["kind"] == "check":
+        return "PASS" if record["passed"] else "FAIL"
+    return "rejected" if record["passed"] else "NOT REJECTED"
