@@ -12,8 +12,8 @@ from . import dynamics, estimators, noise, optim, spectra, theory
 from .least_squares import LeastSquares
 from .montecarlo import (
     GradientNormTrace,
+    LossCurve,
     OneStepResult,
-    SimulationResult,
     gradient_norm_trace,
     one_step_improvement,
     simulate,
@@ -27,7 +27,7 @@ __all__ = [
     "LeastSquares",
     "NoisyQuadratic",
     "OneStepResult",
-    "SimulationResult",
+    "LossCurve",
     "dynamics",
     "estimators",
     "gradient_norm_trace",

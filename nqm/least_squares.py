@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .montecarlo import OneStepResult, SimulationResult, loss_curve
+from .curves import LossCurve, exact_curve
+from .montecarlo import OneStepResult, loss_curve
 from .montecarlo.parallel import run_tasks, thread_count, tile_rng
 from .montecarlo.results import check_record
 from .optim import Sgd, as_optimizer, require_linear
@@ -115,9 +116,11 @@ class LeastSquares:
         with the noise variance q_t = (εp)²/B·(h²V_t + h(Σ h_j V_{t,j} + σ²)) of the current V_t = E θ²."""
         return self._moments(opt, batch_size, steps, init_var)[0]
 
-    def expected_loss(self, opt, batch_size, steps: int, *, init_var=1.0) -> np.ndarray:
-        """Exact E[L_t], t = 0 … steps (of θ̃ for an EMA), from the closed second-moment recursion."""
-        return 0.5 * self._moments(opt, batch_size, steps, init_var)[1] @ self.h
+    def expected_loss(self, opt, batch_size, steps: int, *, init_var=1.0) -> LossCurve:
+        """Exact E[L_t], t = 0 … steps (of θ̃ for an EMA), from the closed second-moment recursion: a
+        :class:`nqm.LossCurve` with ``sem`` = 0."""
+        loss = 0.5 * self._moments(opt, batch_size, steps, init_var)[1] @ self.h
+        return exact_curve(np.arange(loss.size), loss)
 
     def as_quadratic(self) -> NoisyQuadratic:
         """The curvature as a noiseless :class:`NoisyQuadratic` (for the checks of shared arguments)."""
@@ -139,9 +142,7 @@ class LeastSquares:
         residual = np.einsum("brd,rd->br", x, th) - nu
         return np.einsum("br,brd->rd", residual, x) / batch_size
 
-    def simulate(
-        self, opt, batch_size, steps, replicas, *, seed=0, init_var=1.0, at=None, threads=None
-    ) -> SimulationResult:
+    def simulate(self, opt, batch_size, steps, replicas, *, seed=0, init_var=1.0, at=None, threads=None) -> LossCurve:
         """Any optimiser (:mod:`nqm.optim`; a step ε means SGD) on real examples: R replicas, each step B
         fresh (x, y) pairs; losses (of θ̃ for an EMA) at the steps ``at``."""
         opt = as_optimizer(opt)
@@ -175,7 +176,7 @@ class LeastSquares:
         parts = run_tasks([block(r0) for r0 in blocks], thread_count(threads, len(blocks)))
         return loss_curve(rec, np.concatenate(parts))
 
-    def one_step_improvement(self, theta, lr, batch_size, replicas: int, seed=0, threads=None):
+    def one_step_improvement(self, theta, lr, batch_size, replicas: int, *, seed=0, threads=None):
         """ΔL = L(θ) − L(θ − εG_B) with B real examples, on a broadcast (lr, batch_size) grid; every cell has
         its own stream. Returns :class:`nqm.OneStepResult` (compare with ``theory.expected_improvement(
         self.at(θ), θ, ε, B)``)."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..curves import LossCurve, exact_curve
 from ..noise import step_coefficients
 from ..optim import Ema, HeavyBall, Nesterov, Sgd, as_optimizer, require_linear, stable_lr_bound
 from ..problem import NoisyQuadratic, check_precond
@@ -139,7 +140,7 @@ def second_moments(opt, lam, sigma, v0, t):
     return powered_second_moments(opt, lam, sigma, v0, t)
 
 
-def expected_loss(p: NoisyQuadratic, opt, batch_size, steps: int, *, init_var=1.0, at=None) -> np.ndarray:
+def expected_loss(p: NoisyQuadratic, opt, batch_size, steps: int, *, init_var=1.0, at=None) -> LossCurve:
     """Exact E[L_t] of a linear optimiser (:mod:`nqm.optim`): SGD, heavy ball, Nesterov, and their EMA.
 
     .. math:: \\mathbb E[L_t] = \\tfrac12 \\sum_i h_i\\,\\mathbb E[\\theta_i(t)^2]
@@ -152,7 +153,8 @@ def expected_loss(p: NoisyQuadratic, opt, batch_size, steps: int, *, init_var=1.
         at: optional 1-D array of steps in [0, T] at which to evaluate (default: every step).
 
     Returns:
-        (T+1,) or (len(at),) float64. A diverging run (unstable step) gives inf once it overflows.
+        a :class:`nqm.LossCurve` at the steps ``at`` (default 0 … T): exact, so ``sem`` = 0 and ``n`` = None;
+        array-like over its values. A diverging run (unstable step) gives inf once it overflows.
 
     References: Zhang et al. 2019 (arXiv:1907.04164), eqs. for SGD, momentum and EMA in §3 and App. A.
 
@@ -180,7 +182,7 @@ def expected_loss(p: NoisyQuadratic, opt, batch_size, steps: int, *, init_var=1.
     loss = np.where(np.isnan(loss), np.inf, loss)  # nan only arises from inf − inf in a diverging run
     out = np.empty_like(loss)
     out[order] = loss
-    return out
+    return exact_curve(t, out)
 
 
 def steady_state_loss(p: NoisyQuadratic, opt, batch_size) -> float:

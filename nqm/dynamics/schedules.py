@@ -94,7 +94,7 @@ class PiecewiseLoss:
 
 
 def optimal_piecewise_schedule(
-    p: NoisyQuadratic, target, batch_size, pieces: int, init_var=1.0, precond=None
+    p: NoisyQuadratic, target, batch_size, pieces: int, *, init_var=1.0, precond=None
 ) -> PiecewiseSchedule:
     """The K-piece constant-step schedule that reaches ``target`` in the fewest SGD steps.
 
@@ -216,7 +216,7 @@ def _greedy(p, batch_rule, steps, init_var, precond, target) -> GreedyRun:
 
 
 def greedy_schedule(
-    p: NoisyQuadratic, batch_size, steps: int | None = None, init_var=1.0, precond=None, *, target=None
+    p: NoisyQuadratic, batch_size, steps: int | None = None, *, init_var=1.0, precond=None, target=None
 ) -> GreedyRun:
     """At every step the step size that maximises the expected improvement given the current moments.
 
@@ -232,7 +232,7 @@ def greedy_schedule(
 
 
 def adaptive_batch_schedule(
-    p: NoisyQuadratic, exchange_rate, target, init_var=1.0, precond=None, *, max_steps: int = 10**7
+    p: NoisyQuadratic, exchange_rate, target, *, init_var=1.0, precond=None, max_steps: int = 10**7
 ) -> GreedyRun:
     """Greedy steps with the batch size of McCandlish et al. App. D: ``B_t = √(r·B_noise(t))``.
 

@@ -15,7 +15,7 @@ The public face of the package; behind it:
 
 from .norm_trace import gradient_norm_trace
 from .one_step import one_step_improvement
-from .results import GradientNormTrace, OneStepResult, SimulationResult, default_record, loss_curve
+from .results import GradientNormTrace, LossCurve, OneStepResult, default_record, loss_curve
 from .simulation import simulate
 from .skip_ahead import simulate_checkpoints
 
@@ -24,7 +24,7 @@ __all__ = [
     "simulate_checkpoints",
     "one_step_improvement",
     "gradient_norm_trace",
-    "SimulationResult",
+    "LossCurve",
     "OneStepResult",
     "GradientNormTrace",
     "default_record",

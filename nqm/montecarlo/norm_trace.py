@@ -21,9 +21,9 @@ def gradient_norm_trace(
     b_big: int,
     steps: int,
     replicas: int,
+    *,
     seed=0,
     init_var=1.0,
-    *,
     per_example: str | None = None,
     threads: int | None = None,
 ) -> GradientNormTrace:

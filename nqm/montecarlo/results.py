@@ -6,34 +6,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..curves import LossCurve
+
 __all__ = [
-    "SimulationResult",
+    "LossCurve",
     "OneStepResult",
     "GradientNormTrace",
     "loss_curve",
     "default_record",
     "check_record",
 ]
-
-
-@dataclass
-class SimulationResult:
-    """Loss statistics of R replicas at the recorded steps.
-
-    Attributes:
-        steps: (K,) recorded step indices.
-        mean: (K,) mean loss over replicas. sem: (K,) its standard error (ddof = 1).
-        n: number of replicas.
-        losses: (n, K) per-replica losses when ``keep_losses=True``, else None.
-        state: (n, d) final θ in H's basis when ``keep_state=True``, else None.
-    """
-
-    steps: np.ndarray
-    mean: np.ndarray
-    sem: np.ndarray
-    n: int
-    losses: np.ndarray | None = None
-    state: np.ndarray | None = None
 
 
 @dataclass
@@ -70,9 +52,9 @@ class GradientNormTrace:
     trace_h_sigma: float
 
 
-def loss_curve(record, losses, keep_losses: bool = False, state=None) -> SimulationResult:
+def loss_curve(record, losses, keep_losses: bool = False, state=None) -> LossCurve:
     """The loss curve of per-replica losses (R, K) at the steps ``record``: mean and standard error."""
-    return SimulationResult(
+    return LossCurve(
         steps=record,
         mean=losses.mean(axis=0),
         sem=losses.std(axis=0, ddof=1) / np.sqrt(losses.shape[0]),

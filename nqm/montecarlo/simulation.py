@@ -4,7 +4,7 @@ Each replica starts from ``θ_0 ~ N(0, diag(init_var))`` (or a given ``theta0``)
 (:mod:`nqm.optim`) with minibatch gradients ``G_B = Hθ + ξ_B`` (:mod:`nqm.noise`). Two engines draw the noise:
 SFC64 streams per tile of replicas on threads (:mod:`.sfc64`, NumPy's default), or counter-based Philox keyed
 by (seed, replica, coordinate, step) (:mod:`.counter`, the same streams on the CPU and in the fused CUDA
-kernel). Both return a :class:`~.results.SimulationResult`.
+kernel). Both return a :class:`~.results.LossCurve`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..progress import Progress
 from .backend import choice as backend_choice
 from .backend import resolve as resolve_backend
 from .counter import simulate_counter
-from .results import SimulationResult, check_record, loss_curve
+from .results import LossCurve, check_record, loss_curve
 from .sfc64 import simulate_sfc64
 
 __all__ = ["simulate", "choose_engine"]
@@ -64,7 +64,7 @@ def simulate(
     keep_losses: bool = False,
     keep_state: bool = False,
     generator: str | None = None,
-) -> SimulationResult:
+) -> LossCurve:
     """Simulate an optimiser (:mod:`nqm.optim`) on ``replicas`` independent replicas of the problem.
 
     Args:

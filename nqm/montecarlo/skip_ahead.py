@@ -82,7 +82,7 @@ def simulate_checkpoints(
 ):
     """Monte Carlo losses at the checkpoints ``at`` by exact jumps (diagonal problems; float64).
 
-    Returns a :class:`nqm.SimulationResult`: the same law as :func:`nqm.simulate` at those steps, at a cost
+    Returns a :class:`nqm.LossCurve`: the same law as :func:`nqm.simulate` at those steps, at a cost
     that does not grow with the number of steps.
     """
     if not p.is_diagonal:

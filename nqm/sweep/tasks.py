@@ -102,7 +102,7 @@ def expected_loss_task(*, seed, steps, at=None, **kwargs) -> dict:
     p, kwargs = _split_problem(kwargs)
     opt, kwargs = _split_optimizer(kwargs)
     at = np.arange(steps + 1) if at is None else np.asarray(at)
-    return {"at": at, "loss": expected_loss(p, opt, steps=steps, at=at, **kwargs)}
+    return {"at": at, "loss": expected_loss(p, opt, steps=steps, at=at, **kwargs).mean}
 
 
 def steps_to_target_task(*, seed, **kwargs) -> dict:
