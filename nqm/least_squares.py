@@ -19,12 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .checks import check_batch_size, check_lr
 from .curves import LossCurve, exact_curve
 from .montecarlo import OneStepResult, loss_curve
 from .montecarlo.parallel import run_tasks, thread_count, tile_rng
 from .montecarlo.results import check_record
 from .optim import Sgd, as_optimizer, require_linear
-from .problem import NoisyQuadratic, check_batch_size, check_lr, check_precond
+from .problem import NoisyQuadratic, check_precond
 
 __all__ = ["LeastSquares"]
 

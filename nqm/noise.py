@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .problem import NoisyQuadratic, check_batch_size, check_precond
+from .checks import check_batch_size
+from .problem import NoisyQuadratic, check_precond
 
 __all__ = [
     "EXAMPLE_DISTRIBUTIONS",

@@ -45,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from .checks import check_lr, check_positive_vector, check_unit_interval
+
 __all__ = [
     "Optimizer",
     "Sgd",
@@ -62,26 +64,11 @@ __all__ = [
 ]
 
 
-def _check_lr(lr) -> float:
-    e = float(lr)
-    if not np.isfinite(e) or e <= 0:
-        raise ValueError(f"step size (lr) must be finite and > 0, got {lr!r}")
-    return e
-
-
-def _check_unit(name: str, value) -> float:
-    v = float(value)
-    if not (0.0 <= v < 1.0):
-        raise ValueError(f"{name} must lie in [0, 1), got {value!r}")
-    return v
-
-
 def _check_precond(precond):
+    """A preconditioner's diagonal, frozen (the value is immutable); its length is checked by the engines."""
     if precond is None:
         return None
-    pre = np.array(precond, dtype=np.float64)
-    if pre.ndim != 1 or not np.all(np.isfinite(pre)) or np.any(pre <= 0):
-        raise ValueError("precond (diagonal of P in H's basis) must be a 1-D array of finite values > 0")
+    pre = check_positive_vector("precond (diagonal of P in H's basis)", precond).copy()
     pre.setflags(write=False)
     return pre
 
@@ -244,26 +231,26 @@ class Ema(_Linear):
 # -- constructors ---------------------------------------------------------------------------------
 def sgd(lr, precond=None) -> Sgd:
     """SGD ``θ ← θ − εPg``; ``precond`` is the (d,) diagonal of P in H's basis (None: P = I)."""
-    return Sgd(_check_lr(lr), _check_precond(precond))
+    return Sgd(float(check_lr(lr)), _check_precond(precond))
 
 
 def heavy_ball(lr, momentum, precond=None) -> Sgd | HeavyBall:
     """Heavy ball ``v ← βv + Pg``, ``θ ← θ − εv`` (v₀ = 0); β = 0 is SGD."""
-    beta = _check_unit("momentum", momentum)
-    return HeavyBall(_check_lr(lr), beta, _check_precond(precond)) if beta > 0 else sgd(lr, precond)
+    beta = check_unit_interval("momentum", momentum)
+    return HeavyBall(float(check_lr(lr)), beta, _check_precond(precond)) if beta > 0 else sgd(lr, precond)
 
 
 def nesterov(lr, momentum, precond=None) -> Sgd | Nesterov:
     """Nesterov (PyTorch): ``v ← βv + Pg``, ``θ ← θ − ε(Pg + βv)`` (v₀ = 0); β = 0 is SGD."""
-    beta = _check_unit("momentum", momentum)
-    return Nesterov(_check_lr(lr), beta, _check_precond(precond)) if beta > 0 else sgd(lr, precond)
+    beta = check_unit_interval("momentum", momentum)
+    return Nesterov(float(check_lr(lr)), beta, _check_precond(precond)) if beta > 0 else sgd(lr, precond)
 
 
 def ema(inner, gamma):
     """Iterate averaging with coefficient γ ∈ [0, 1) of the linear optimiser ``inner`` (γ = 0: ``inner``)."""
     inner = as_optimizer(inner)
     require_linear(inner, "ema")
-    g = _check_unit("ema gamma", gamma)
+    g = check_unit_interval("ema gamma", gamma)
     if isinstance(inner, Ema):
         raise ValueError("ema of an ema is not supported: average the inner optimiser once")
     return Ema(inner, g) if g > 0 else inner

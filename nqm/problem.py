@@ -12,23 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["NoisyQuadratic", "check_batch_size", "check_lr", "check_precond", "check_unit_interval"]
+from .checks import as_vector, check_positive_vector
+
+__all__ = ["NoisyQuadratic", "check_precond"]
 
 _SYMMETRY_RTOL = 1e-10
 _ORTHOGONALITY_ATOL = 1e-8
-
-
-def _as_vector(name: str, values, d: int | None = None) -> np.ndarray:
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.ndim == 0 and d is not None:
-        arr = np.full(d, float(arr))
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array, got shape {arr.shape}")
-    if d is not None and arr.shape[0] != d:
-        raise ValueError(f"{name} has length {arr.shape[0]} but the Hessian has d = {d} eigenvalues")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains non-finite values")
-    return arr
 
 
 class NoisyQuadratic:
@@ -53,7 +42,7 @@ class NoisyQuadratic:
     """
 
     def __init__(self, h, c=None, *, sigma=None, basis=None, name: str | None = None):
-        self.h = _as_vector("h (Hessian eigenvalues)", h)
+        self.h = as_vector("h (Hessian eigenvalues)", h)
         if self.h.size == 0:
             raise ValueError("h (Hessian eigenvalues) must not be empty")
         if np.any(self.h <= 0):
@@ -79,7 +68,7 @@ class NoisyQuadratic:
             self.sigma = sigma
             self.c = np.diag(sigma).copy()
         else:
-            self.c = _as_vector("c (noise variances)", c, d)
+            self.c = as_vector("c (noise variances)", c, d)
             if np.any(self.c < 0):
                 raise ValueError(f"c (noise variances) must be >= 0; got min(c) = {self.c.min():g}")
             self.sigma = None
@@ -135,46 +124,7 @@ class NoisyQuadratic:
         return cls(h, h.copy(), name=f"zhang2019(d={int(d)})")
 
 
-# -- argument checks shared by theory, dynamics and simulation ----------------------------------
-def check_batch_size(batch_size, *, integer: bool = False) -> np.ndarray:
-    """Return ``batch_size`` as a float64 array, raising ValueError unless every B ≥ 1."""
-    b = np.asarray(batch_size, dtype=np.float64)
-    if np.any(np.isnan(b)) or np.any(b < 1):
-        shown = repr(batch_size) if b.size <= 8 else f"an array with minimum {float(np.nanmin(b))!r} (or NaN)"
-        raise ValueError(f"batch size must be >= 1, got {shown}")
-    if integer and (np.any(~np.isfinite(b)) or np.any(b != np.round(b))):
-        raise ValueError(f"batch size must be a finite integer when examples are sampled, got {batch_size!r}")
-    return b
-
-
-def check_lr(lr) -> np.ndarray:
-    """Return ``lr`` as a float64 array, raising ValueError unless every step is finite and > 0."""
-    e = np.asarray(lr, dtype=np.float64)
-    if np.any(~np.isfinite(e)) or np.any(e <= 0):
-        raise ValueError(f"step size (lr) must be finite and > 0, got {lr!r}")
-    return e
-
-
+# -- the check that needs the problem ------------------------------------------------------------------------
 def check_precond(p: NoisyQuadratic, precond) -> np.ndarray:
     """Diagonal of the preconditioner P in H's basis as (d,) float64; ones when None."""
-    if precond is None:
-        return np.ones(p.d)
-    pre = _as_vector("precond", precond, p.d)
-    if np.any(pre <= 0):
-        raise ValueError("precond (diagonal of P) must be > 0")
-    return pre
-
-
-def check_unit_interval(name: str, value) -> float:
-    """A momentum β or EMA γ: a float in [0, 1)."""
-    v = float(value)
-    if not (0.0 <= v < 1.0):
-        raise ValueError(f"{name} must lie in [0, 1), got {value!r}")
-    return v
-
-
-def check_replicas(replicas) -> int:
-    """A replica count: an integer ≥ 2 (a standard error needs two)."""
-    if int(replicas) != replicas or replicas < 2:
-        raise ValueError(f"replicas must be an integer >= 2, got {replicas!r}")
-    return int(replicas)
+    return np.ones(p.d) if precond is None else check_positive_vector("precond (diagonal of P)", precond, p.d)

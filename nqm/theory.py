@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .problem import NoisyQuadratic, check_batch_size, check_lr, check_precond
+from .checks import check_batch_size, check_lr
+from .problem import NoisyQuadratic, check_precond
 
 __all__ = [
     "gradient",

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
+from ..checks import check_batch_size
 from ..noise import injected_variance
-from ..problem import NoisyQuadratic, check_batch_size, check_precond
+from ..problem import NoisyQuadratic, check_precond
 from .expected import initial_variance
 from .whole_runs import check_target, optimal_steps_to_target
 

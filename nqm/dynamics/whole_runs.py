@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks import check_batch_size
 from ..noise import injected_variance, step_coefficients
 from ..optim import (
     FAMILIES,
@@ -43,7 +44,7 @@ from ..optim import (
     sgd,
     stable_lr_bound,
 )
-from ..problem import NoisyQuadratic, check_batch_size, check_precond
+from ..problem import NoisyQuadratic, check_precond
 from .expected import initial_variance, second_moments, steady_state_loss
 from .moments import (
     EmaMoments,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import check_lr
 from ..noise import check_distribution, nested_minibatch_noise
-from ..problem import NoisyQuadratic, check_lr
+from ..problem import NoisyQuadratic
 from .basis import WorkingBasis
 from .parallel import run_tasks, thread_count, tile_rng
 from .results import GradientNormTrace

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import check_batch_size, check_lr, check_replicas
 from ..noise import check_distribution, correlate, minibatch_noise
-from ..problem import NoisyQuadratic, check_batch_size, check_lr, check_precond, check_replicas
+from ..problem import NoisyQuadratic, check_precond
 from .backend import to_host
 from .basis import WorkingBasis
 from .parallel import run_tasks, thread_count, tile_rng

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import check_batch_size, check_replicas
 from ..noise import check_distribution
 from ..optim import as_optimizer
-from ..problem import NoisyQuadratic, check_batch_size, check_precond, check_replicas
+from ..problem import NoisyQuadratic, check_precond
 from ..progress import Progress
 from .backend import choice as backend_choice
 from .backend import resolve as resolve_backend

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import check_batch_size, check_replicas
 from ..noise import step_coefficients
 from ..optim import as_optimizer, require_linear
-from ..problem import NoisyQuadratic, check_batch_size, check_replicas
+from ..problem import NoisyQuadratic
 from .backend import resolve as resolve_backend
 from .backend import to_host
 from .counter import initial_theta, replica_loss
