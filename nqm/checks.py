@@ -11,6 +11,8 @@ __all__ = [
     "check_lr",
     "check_unit_interval",
     "check_replicas",
+    "check_count",
+    "check_init_var",
 ]
 
 
@@ -63,8 +65,26 @@ def check_unit_interval(name: str, value) -> float:
     return v
 
 
+def check_count(name: str, value, minimum: int = 0) -> int:
+    """A count (steps, replicas, a batch of real examples): an integer ≥ ``minimum``."""
+    try:
+        ok = int(value) == value and value >= minimum
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
 def check_replicas(replicas) -> int:
     """A replica count: an integer ≥ 2 (a standard error needs two)."""
-    if int(replicas) != replicas or replicas < 2:
-        raise ValueError(f"replicas must be an integer >= 2, got {replicas!r}")
-    return int(replicas)
+    return check_count("replicas", replicas, 2)
+
+
+def check_init_var(init_var, d: int) -> np.ndarray:
+    """E[θ_0²] per coordinate as (d,) float64, from a scalar or a (d,) array of finite values ≥ 0."""
+    v = np.asarray(init_var, dtype=np.float64)
+    v = np.broadcast_to(v, (d,)) if v.ndim == 0 else v
+    if v.shape != (d,) or not np.all(np.isfinite(v)) or np.any(v < 0):
+        raise ValueError(f"init_var must be a scalar or shape ({d},) of finite values >= 0")
+    return v

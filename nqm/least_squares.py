@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import check_batch_size, check_lr
+from .checks import check_batch_size, check_count, check_init_var, check_lr, check_replicas
 from .curves import LossCurve, exact_curve
 from .montecarlo import OneStepResult, loss_curve
 from .montecarlo.parallel import run_tasks, thread_count, tile_rng
@@ -28,12 +28,6 @@ from .optim import Sgd, as_optimizer, require_linear
 from .problem import NoisyQuadratic, check_precond
 
 __all__ = ["LeastSquares"]
-
-
-def _positive_int(name, value, minimum):
-    if int(value) != value or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -76,8 +70,8 @@ class LeastSquares:
         optimiser's transition with the noise variance of the current second moments."""
         opt = require_linear(as_optimizer(opt), "LeastSquares.expected_loss")
         b = float(check_batch_size(batch_size))
-        steps = _positive_int("steps", steps, 0)
-        m = np.broadcast_to(np.asarray(init_var, dtype=np.float64), (self.d,)).copy()
+        steps = check_count("steps", steps)
+        m = check_init_var(init_var, self.d).copy()
         if isinstance(opt, Sgd) and opt.precond is None:
             e = opt.lr  # SGD: the one-state recursion of the module docstring
             contraction = (1 - e * self.h) ** 2 + e * e * self.h**2 / b
@@ -148,11 +142,11 @@ class LeastSquares:
         fresh (x, y) pairs; losses (of θ̃ for an EMA) at the steps ``at``."""
         opt = as_optimizer(opt)
         pre = None if opt.precond is None else check_precond(self.as_quadratic(), opt.precond)
-        b = _positive_int("batch_size", batch_size, 1)
-        steps = _positive_int("steps", steps, 0)
-        replicas = _positive_int("replicas", replicas, 2)
+        b = check_count("batch_size", batch_size, 1)
+        steps = check_count("steps", steps)
+        replicas = check_replicas(replicas)
         rec = check_record(steps, at)
-        var0 = np.broadcast_to(np.asarray(init_var, dtype=np.float64), (self.d,))
+        var0 = check_init_var(init_var, self.d)
         rows = max(1, (1 << 16) // (self.d * b))
         blocks = list(range(0, replicas, rows))
 
@@ -182,7 +176,7 @@ class LeastSquares:
         its own stream. Returns :class:`nqm.OneStepResult` (compare with ``theory.expected_improvement(
         self.at(θ), θ, ε, B)``)."""
         lrs, bs = np.broadcast_arrays(check_lr(lr), check_batch_size(batch_size, integer=True))
-        replicas = _positive_int("replicas", replicas, 2)
+        replicas = check_replicas(replicas)
         th = np.asarray(theta, dtype=np.float64)
         loss0 = 0.5 * self.h @ th**2
 

@@ -40,6 +40,7 @@ Example:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,20 +74,20 @@ def _check_precond(precond):
     return pre
 
 
-class Optimizer:
+class Optimizer(ABC):
     """What every optimiser value offers. ``linear`` says whether it has a transition (exact engines)."""
 
     linear = False
     lr: float
     precond: Any
 
+    @abstractmethod
     def init(self, x):
         """The state a run starts from, θ₀ = ``x`` (rows of replicas); a tuple of arrays."""
-        raise NotImplementedError
 
+    @abstractmethod
     def update(self, state, step):
         """The next state from ``step`` = P·g (new arrays; the state is not modified)."""
-        raise NotImplementedError
 
     def readout(self, state):
         """The iterate whose loss is reported."""
@@ -103,12 +104,12 @@ class _Linear(Optimizer):
         """m, the number of state components per coordinate."""
         return len(self.initial)
 
+    @abstractmethod
     def transition(self, lam):
         """(F (..., m, m), g (..., m)) per coordinate for ``lam`` = εph (...): s' = F s + g σ z.
 
         The hyper-parameters (β, γ) may be arrays broadcasting against ``lam``: the tuners of
         :mod:`nqm.dynamics` evaluate many of them at once."""
-        raise NotImplementedError
 
 
 @dataclass(frozen=True, eq=False)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import check_count, check_init_var
 from ..curves import LossCurve, exact_curve
 from ..noise import step_coefficients
 from ..optim import Ema, HeavyBall, Nesterov, Sgd, as_optimizer, require_linear, stable_lr_bound
@@ -36,25 +37,14 @@ __all__ = [
     "noise_scales_along",
     "second_moments",
     "powered_second_moments",
-    "initial_variance",
 ]
 
 # Coordinates per block: bounds memory at about 2**16 × (matrix size)² × (number of powers) floats.
 _BLOCK_ELEMENTS = 1 << 20
 
 
-def initial_variance(p: NoisyQuadratic, init_var) -> np.ndarray:
-    """E[θ_0²] per coordinate as (d,) float64, from a scalar or a (d,) array of finite values ≥ 0."""
-    v = np.asarray(init_var, dtype=np.float64)
-    v = np.broadcast_to(v, (p.d,)) if v.ndim == 0 else v
-    if v.shape != (p.d,) or not np.all(np.isfinite(v)) or np.any(v < 0):
-        raise ValueError(f"init_var must be a scalar or shape ({p.d},) of finite values >= 0")
-    return v
-
-
 def _checkpoints(steps, at) -> np.ndarray:
-    if int(steps) != steps or steps < 0:
-        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
+    steps = check_count("steps", steps)
     if at is None:
         return np.arange(int(steps) + 1)
     t = np.asarray(at)
@@ -167,7 +157,7 @@ def expected_loss(p: NoisyQuadratic, opt, batch_size, steps: int, *, init_var=1.
     opt = require_linear(as_optimizer(opt), "expected_loss")
     t = _checkpoints(steps, at)
     lam, sigma = step_coefficients(p, opt, batch_size)
-    v0 = initial_variance(p, init_var)
+    v0 = check_init_var(init_var, p.d)
     order = np.argsort(t, kind="stable")
     t_sorted = t[order]
     loss = np.zeros(t.size)
@@ -221,7 +211,7 @@ def coordinate_variance(p: NoisyQuadratic, opt, batch_size, step, *, init_var=1.
     ``ε²p²c/(B·ελ(2 − ελ))`` (McCandlish et al. 2018, App. C; Zhang et al. 2019, §3).
     """
     lam, sigma = step_coefficients(p, _sgd_only(opt, "coordinate_variance"), batch_size)
-    v0 = initial_variance(p, init_var)
+    v0 = check_init_var(init_var, p.d)
     if step == np.inf:
         with np.errstate(divide="ignore"):
             return np.where(lam < 2, sigma**2 / (lam * (2 - lam)), np.inf)
@@ -245,7 +235,7 @@ def noise_scales_along(p: NoisyQuadratic, opt, batch_size, steps: int, *, at=Non
         at = np.unique(np.round(np.linspace(0, steps, 513)))
     lam, sigma = step_coefficients(p, opt, batch_size)
     q = sigma**2
-    v0 = initial_variance(p, init_var)
+    v0 = check_init_var(init_var, p.d)
     out = []
     for chunk in np.array_split(np.asarray(at, dtype=np.float64), max(1, len(at) // 64)):
         v = sgd_variance(lam, q, v0, chunk[:, None])

@@ -20,10 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from ..checks import check_batch_size
+from ..checks import check_batch_size, check_init_var
 from ..noise import injected_variance
 from ..problem import NoisyQuadratic, check_precond
-from .expected import initial_variance
 from .whole_runs import check_target, optimal_steps_to_target
 
 __all__ = [
@@ -56,7 +55,7 @@ class PiecewiseLoss:
         self.half_h = 0.5 * p.h
         self.kappa = pre * p.h
         self.noise = injected_variance(p, batch_size, pre)
-        self.v0 = initial_variance(p, init_var)
+        self.v0 = check_init_var(init_var, p.d)
 
     def _piece(self, eps):
         u = 1.0 - eps * self.kappa
@@ -194,7 +193,7 @@ def _greedy(p, batch_rule, steps, init_var, precond, target) -> GreedyRun:
         target = check_target(target)
     pre = check_precond(p, precond)
     cap = int(steps) if steps is not None else 10**7
-    v = np.array(initial_variance(p, init_var), dtype=np.float64)
+    v = np.array(check_init_var(init_var, p.d), dtype=np.float64)
     ph = pre * p.h
     grad_w = pre * p.h**2  # tr(PH²M) = Σ p h² V
     curv_w = pre**2 * p.h**3  # tr(P²H³M) = Σ p² h³ V

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_batch_size
+from ..checks import check_batch_size, check_init_var
 from ..noise import injected_variance, step_coefficients
 from ..optim import (
     FAMILIES,
@@ -45,7 +45,7 @@ from ..optim import (
     stable_lr_bound,
 )
 from ..problem import NoisyQuadratic, check_precond
-from .expected import initial_variance, second_moments, steady_state_loss
+from .expected import second_moments, steady_state_loss
 from .moments import (
     EmaMoments,
     HeavyBallMoments,
@@ -78,7 +78,7 @@ class _SGDLoss:
         self.half_h = 0.5 * p.h
         self.kappa = pre * p.h  # λ = ε κ
         self.noise = injected_variance(p, b[:, None], pre)  # q = p²c/B: a step ε injects ε²q
-        self.v0 = initial_variance(p, init_var)
+        self.v0 = check_init_var(init_var, p.d)
 
     def at(self, eps) -> _Rows:
         return _Rows(self, np.asarray(eps, dtype=np.float64))
@@ -212,7 +212,7 @@ def _dense_first_hit(p, opt, batch_size, target, init_var, max_steps):
     with inf once the run has settled above the target to float resolution.
     """
     lam, sigma = step_coefficients(p, opt, batch_size)
-    v0 = initial_variance(p, init_var)
+    v0 = check_init_var(init_var, p.d)
     stationary = steady_state_loss(p, opt, batch_size)
     start, chunk = 0, _DENSE_CHUNK
     while start <= max_steps:
@@ -335,7 +335,7 @@ class _TunedLoss:
         self.half_h = 0.5 * p.h
         self.kappa = pre * p.h
         self.noise = injected_variance(p, batch_sizes[:, None], pre)
-        self.v0 = initial_variance(p, init_var)
+        self.v0 = check_init_var(init_var, p.d)
 
     def _moments(self, eps, hp, v0, rows=slice(None)):
         lam, q, hh = eps[..., None] * self.kappa, eps[..., None] ** 2 * self.noise[rows], hp[..., None]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import check_lr
+from ..checks import check_count, check_init_var, check_lr, check_replicas
 from ..noise import check_distribution, nested_minibatch_noise
 from ..problem import NoisyQuadratic
 from .basis import WorkingBasis
@@ -37,11 +37,9 @@ def gradient_norm_trace(
     b_small, b_big = int(b_small), int(b_big)
     if not 1 <= b_small < b_big:
         raise ValueError(f"need 1 <= b_small < b_big, got {b_small}, {b_big}")
-    if int(steps) != steps or steps < 1 or int(replicas) != replicas or replicas < 2:
-        raise ValueError("steps must be >= 1 and replicas >= 2 (integers)")
-    steps, replicas = int(steps), int(replicas)
+    steps, replicas = check_count("steps", steps, 1), check_replicas(replicas)
     check_distribution(per_example)
-    var0 = np.broadcast_to(np.asarray(init_var, dtype=np.float64), (p.d,))
+    var0 = check_init_var(init_var, p.d)
     basis = WorkingBasis(p, np.ones(p.d), np.float64)
     rows = max(1, GENERAL_TILE_ELEMENTS // p.d)
     blocks = list(range(0, replicas, rows))

@@ -39,7 +39,7 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
     cache-resident memory beside one normal per coordinate.
     """
     kind, f, gain, s, h, gamma = (coef[k] for k in ("kind", "f", "gain", "s", "h", "gamma"))
-    a = f[:, 0, 0]
+    a = np.ascontiguousarray(f[:, 0, 0])  # a strided operand would slow every in-place multiply
     # Only when θ/s stays far from overflow (u² is accumulated in float64 for the loss).
     scaled = bool(np.all(s >= np.finfo(dtype).tiny ** 0.25))
     theta = theta0.astype(dtype, copy=True)
@@ -54,10 +54,10 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
     aux = theta * dtype(coef["initial"][1]) if two else None
     tmp = np.empty_like(theta) if two else None
     if kind == "shift":
-        beta = -f[:, 0, 1]  # x' = a x − β y − z on positions
+        beta = -np.ascontiguousarray(f[:, 0, 1])  # x' = a x − β y − z on positions
         beta = beta[0] if np.all(beta == beta[0]) else beta  # a scalar β saves a stream of memory per step
     elif kind == "two":
-        f01, f10, f11, g0, g1 = f[:, 0, 1], f[:, 1, 0], f[:, 1, 1], gain[:, 0], gain[:, 1]
+        f01, f10, f11, g0, g1 = (np.ascontiguousarray(c) for c in (f[:, 0, 1], f[:, 1, 0], f[:, 1, 1], *gain.T))
     plain_gain = kind == "two" or bool(np.all(gain[:, 0] == -1))
     minus_gain = None if plain_gain else -gain[:, 0]
     avg = theta.copy() if gamma > 0 else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import check_batch_size, check_replicas
+from ..checks import check_batch_size, check_count, check_init_var, check_replicas
 from ..noise import check_distribution
 from ..optim import as_optimizer
 from ..problem import NoisyQuadratic, check_precond
@@ -102,18 +102,14 @@ def simulate(
     opt = as_optimizer(opt)
     xp, counter = choose_engine(backend, generator, per_example)
     batch_size = float(check_batch_size(batch_size, integer=per_example is not None))
-    if int(steps) != steps or steps < 0:
-        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
-    steps, replicas = int(steps), check_replicas(replicas)
+    steps, replicas = check_count("steps", steps), check_replicas(replicas)
     dtype = np.dtype(dtype).type
     if dtype not in (np.float32, np.float64):
         raise ValueError("dtype must be float32 or float64")
     check_precond(p, opt.precond)
     check_distribution(per_example)
     rec = check_record(steps, at)
-    var0 = np.broadcast_to(np.asarray(init_var, dtype=np.float64), (p.d,))
-    if not np.all(np.isfinite(var0)) or np.any(var0 < 0):
-        raise ValueError("init_var must be finite and >= 0")
+    var0 = check_init_var(init_var, p.d)
     th0 = None
     if theta0 is not None:
         th0 = np.asarray(theta0, dtype=np.float64)

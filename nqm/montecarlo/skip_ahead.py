@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import check_batch_size, check_replicas
+from ..checks import check_batch_size, check_init_var, check_replicas
 from ..noise import step_coefficients
 from ..optim import as_optimizer, require_linear
 from ..problem import NoisyQuadratic
@@ -99,7 +99,7 @@ def simulate_checkpoints(
     step = step_map(p, opt, batch_size, xp)
     m = step[0].shape[-1]
     coords, reps = xp.arange(p.d)[None, :], xp.arange(replicas)[:, None]
-    sd = np.sqrt(np.broadcast_to(np.asarray(init_var, dtype=np.float64), (p.d,)))
+    sd = np.sqrt(check_init_var(init_var, p.d))
     theta0 = initial_theta(
         xp, key, None, sd, replicas, 0, p.d, np.float64
     )  # the θ₀ of nqm.simulate(generator="philox")
