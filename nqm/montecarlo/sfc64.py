@@ -53,11 +53,11 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
     # the second state: θ_{t−1} (θ_{−1} = θ_0 means v_0 = 0) for "shift", e₁θ₀ in general
     aux = theta * dtype(coef["initial"][1]) if two else None
     tmp = np.empty_like(theta) if two else None
+    buf = np.empty_like(theta) if kind == "two" else None
     if kind == "shift":
-        beta = -np.ascontiguousarray(f[:, 0, 1])  # x' = a x − β y − z on positions
-        beta = beta[0] if np.all(beta == beta[0]) else beta  # a scalar β saves a stream of memory per step
+        beta = -_row(f[:, 0, 1])  # x' = a x − β y − z on positions
     elif kind == "two":
-        f01, f10, f11, g0, g1 = (np.ascontiguousarray(c) for c in (f[:, 0, 1], f[:, 1, 0], f[:, 1, 1], *gain.T))
+        f01, f10, f11, g0, g1 = (_row(c) for c in (f[:, 0, 1], f[:, 1, 0], f[:, 1, 1], *gain.T))
     plain_gain = kind == "two" or bool(np.all(gain[:, 0] == -1))
     minus_gain = None if plain_gain else -gain[:, 0]
     avg = theta.copy() if gamma > 0 else None
@@ -87,10 +87,13 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
         elif kind == "two":
             # x' = f₀₀x + f₀₁y + g₀z, y' = f₁₀x + f₁₁y + g₁z, both from the old (x, y)
             np.multiply(aux, f01, out=tmp)
-            tmp += g0 * z
+            np.multiply(z, g0, out=buf)
+            tmp += buf
             aux *= f11
-            aux += f10 * theta
-            aux += g1 * z
+            np.multiply(theta, f10, out=buf)
+            aux += buf
+            np.multiply(z, g1, out=buf)
+            aux += buf
             theta *= a
             theta += tmp
         else:
@@ -108,6 +111,12 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
     if keep_state and scaled:
         theta *= s
     return losses, (theta if keep_state else None)
+
+
+def _row(values):
+    """A coefficient row as the loop wants it: a scalar when it is the same for every coordinate (one stream of
+    memory less per step), else a contiguous array (a strided operand slows every in-place multiply)."""
+    return values[0] if np.all(values == values[0]) else np.ascontiguousarray(values)
 
 
 def _diagonal_coefficients(rec: DiagonalRecurrence, p, dtype):
