@@ -59,6 +59,7 @@ __all__ = [
     "nesterov",
     "ema",
     "as_optimizer",
+    "split_average",
     "require_linear",
     "stable_lr_bound",
     "FAMILIES",
@@ -255,6 +256,11 @@ def ema(inner, gamma):
     if isinstance(inner, Ema):
         raise ValueError("ema of an ema is not supported: average the inner optimiser once")
     return Ema(inner, g) if g > 0 else inner
+
+
+def split_average(opt):
+    """(the optimiser that is averaged, γ) for an EMA; (``opt``, 0) otherwise. ``ema(core, γ)`` rebuilds it."""
+    return (opt.inner, opt.gamma) if isinstance(opt, Ema) else (opt, 0.0)
 
 
 def as_optimizer(opt) -> Optimizer:

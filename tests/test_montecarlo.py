@@ -55,9 +55,8 @@ def test_nesterov_on_a_rotated_dense_problem_matches_exact_dynamics(opt):
     p = nqm.NoisyQuadratic(h, sigma=spectra.misaligned_sigma(h, 1.0, seed=2), basis=spectra.random_rotation(24, seed=4))
     sim = nqm.simulate(p, opt, 2, 120, 1000, seed=3)
     exact = dynamics.expected_loss(p, opt, 2, 120, at=sim.steps)
-    core = opt.inner if isinstance(opt, optim.Ema) else opt
-    heavy = optim.heavy_ball(core.lr, core.momentum)
-    planted = optim.ema(heavy, opt.gamma) if isinstance(opt, optim.Ema) else heavy
+    core, gamma = optim.split_average(opt)
+    planted = optim.ema(optim.heavy_ball(core.lr, core.momentum), gamma)
     assert_agrees_and_control_rejected(
         sim.mean[1:], sim.sem[1:], exact[1:], dynamics.expected_loss(p, planted, 2, 120, at=sim.steps)[1:]
     )

@@ -101,10 +101,9 @@ def checks(families: dict[str, Family], budget: Budget, seed: int, out_dir) -> l
                     _unsquared_contraction(p, opt.lr, batch, sim.steps, opt.precond),
                 )
             )
-        core = opt.inner if isinstance(opt, optim.Ema) else opt
+        core, gamma = optim.split_average(opt)
         if isinstance(core, optim.Nesterov):
-            planted = optim.heavy_ball(core.lr, core.momentum)
-            planted = optim.ema(planted, opt.gamma) if isinstance(opt, optim.Ema) else planted
+            planted = optim.ema(optim.heavy_ball(core.lr, core.momentum), gamma)
             out.append(
                 check.control(
                     f"V4 control: heavy ball for Nesterov — {label}",

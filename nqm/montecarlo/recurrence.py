@@ -21,12 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..noise import step_coefficients
-from ..optim import Ema, as_optimizer, require_linear
+from ..optim import as_optimizer, require_linear, split_average
 from ..problem import NoisyQuadratic
 
-__all__ = ["DiagonalRecurrence", "diagonal_recurrence", "KINDS"]
-
-KINDS = ("one", "shift", "two")
+__all__ = ["DiagonalRecurrence", "diagonal_recurrence"]
 
 
 @dataclass(frozen=True)
@@ -61,7 +59,7 @@ class DiagonalRecurrence:
 def diagonal_recurrence(p: NoisyQuadratic, opt, batch_size) -> DiagonalRecurrence:
     """The recurrence of ``opt`` (an optimiser value or a step ε) at batch size B on a diagonal problem."""
     opt = require_linear(as_optimizer(opt), "the fused diagonal simulators")
-    core, gamma = (opt.inner, opt.gamma) if isinstance(opt, Ema) else (opt, 0.0)
+    core, gamma = split_average(opt)
     lam, sigma = step_coefficients(p, core, batch_size)
     f, gain = core.transition(lam)
     m = f.shape[-1]
