@@ -26,8 +26,19 @@ The linear optimisers (Zhang et al. 2019, arXiv:1907.04164, §3):
 * ``ema(inner, gamma)``: iterate averaging ``θ̃ ← γθ̃ + (1 − γ)θ``, θ̃₀ = θ₀, of any linear optimiser; the loss
   of θ̃ is reported.
 
-Optimisers that are not linear (sign-based, adaptive) have no transition; the exact engines refuse them with
-:func:`require_linear`, the simulators run their ``update``.
+Optimisers that are not linear have no transition; the exact engines refuse them with :func:`require_linear`,
+and the simulators run their ``update``. Their nonlinearity acts elementwise in the simulator's coordinates (the
+parameter coordinates x = Qθ of a rotated problem, not H's eigenbasis), as in a real model:
+
+* ``sign_sgd(lr)``: ``θ ← θ − ε sign(g)`` (Bernstein et al. 2018, arXiv:1802.04434);
+* ``signum(lr, momentum)``: ``m ← βm + (1 − β)g``, ``θ ← θ − ε sign(m)``, m₀ = 0 (ibid.);
+* ``rmsprop(lr, beta2, eps)`` in PyTorch's form: ``v ← β₂v + (1 − β₂)g²``, ``θ ← θ − εg/(√v + eps)``, v₀ = 0;
+* ``adam(lr, beta1, beta2, eps)`` in PyTorch's form (Kingma & Ba 2015, arXiv:1412.6980), bias-corrected:
+  ``m ← β₁m + (1 − β₁)g``, ``v ← β₂v + (1 − β₂)g²``, ``θ ← θ − ε m̂/(√v̂ + eps)`` with ``m̂ = m/(1 − β₁ᵗ)``,
+  ``v̂ = v/(1 − β₂ᵗ)`` at update t = 1, 2, …;
+* ``adamw(lr, beta1, beta2, eps, weight_decay)``: Adam with decoupled decay, ``θ ← (1 − ελ)θ`` before the Adam
+  step (Loshchilov & Hutter 2019, arXiv:1711.05101; PyTorch's AdamW);
+* ``normalized_sgd(lr)``: ``θ ← θ − ε g/‖g‖`` (no step where g = 0).
 
 Example:
     >>> import numpy as np
@@ -58,6 +69,17 @@ __all__ = [
     "heavy_ball",
     "nesterov",
     "ema",
+    "SignSgd",
+    "Signum",
+    "RmsProp",
+    "Adam",
+    "NormalizedSgd",
+    "sign_sgd",
+    "signum",
+    "rmsprop",
+    "adam",
+    "adamw",
+    "normalized_sgd",
     "as_optimizer",
     "split_average",
     "require_linear",
@@ -230,6 +252,101 @@ class Ema(_Linear):
         return state[-1]
 
 
+# -- optimisers that are not linear: simulated only ------------------------------------------------
+class _Nonlinear(Optimizer):
+    """An optimiser whose update is not linear in (state, g): no transition, no preconditioner of its own."""
+
+    precond = None
+
+
+@dataclass(frozen=True, eq=False)
+class SignSgd(_Nonlinear):
+    """Sign descent, ``θ ← θ − ε sign(g)`` elementwise in the simulator's coordinates (sign(0) = 0)."""
+
+    lr: float
+
+    def init(self, x):
+        return (x,)
+
+    def update(self, state, step):
+        return (state[0] - self.lr * np.sign(step),)
+
+
+@dataclass(frozen=True, eq=False)
+class Signum(_Nonlinear):
+    """Sign descent with momentum, ``m ← βm + (1 − β)g``, ``θ ← θ − ε sign(m)`` (m₀ = 0)."""
+
+    lr: float
+    momentum: float
+
+    def init(self, x):
+        return (x, x * 0)
+
+    def update(self, state, step):
+        x, m = state
+        m = self.momentum * m + (1.0 - self.momentum) * step
+        return (x - self.lr * np.sign(m), m)
+
+
+@dataclass(frozen=True, eq=False)
+class RmsProp(_Nonlinear):
+    """RMSprop as PyTorch writes it, ``v ← β₂v + (1 − β₂)g²``, ``θ ← θ − εg/(√v + eps)`` (v₀ = 0)."""
+
+    lr: float
+    beta2: float
+    eps: float
+
+    def init(self, x):
+        return (x, x * 0)
+
+    def update(self, state, step):
+        x, v = state
+        v = self.beta2 * v + (1.0 - self.beta2) * step * step
+        return (x - self.lr * step / (np.sqrt(v) + self.eps), v)
+
+
+@dataclass(frozen=True, eq=False)
+class Adam(_Nonlinear):
+    """Adam as PyTorch writes it (bias-corrected); with ``weight_decay`` λ > 0 it is AdamW (decoupled:
+    ``θ ← (1 − ελ)θ`` before the Adam step). The state is (θ, m, v, t) with t the number of updates so far."""
+
+    lr: float
+    beta1: float
+    beta2: float
+    eps: float
+    weight_decay: float = 0.0
+
+    def init(self, x):
+        return (x, x * 0, x * 0, 0)
+
+    def update(self, state, step):
+        x, m, v, t = state
+        t += 1
+        m = self.beta1 * m + (1.0 - self.beta1) * step
+        v = self.beta2 * v + (1.0 - self.beta2) * step * step
+        # PyTorch's arithmetic: ε/(1 − β₁ᵗ) · m / (√v/√(1 − β₂ᵗ) + eps), i.e. ε m̂/(√v̂ + eps)
+        bias1, root_bias2 = 1.0 - self.beta1**t, float(np.sqrt(1.0 - self.beta2**t))
+        if self.weight_decay:
+            x = x * (1.0 - self.lr * self.weight_decay)
+        return (x - (self.lr / bias1) * m / (np.sqrt(v) / root_bias2 + self.eps), m, v, t)
+
+
+@dataclass(frozen=True, eq=False)
+class NormalizedSgd(_Nonlinear):
+    """Normalised gradient descent, ``θ ← θ − ε g/‖g‖`` (the norm of each replica's whole gradient; no step
+    where g = 0)."""
+
+    lr: float
+
+    def init(self, x):
+        return (x,)
+
+    def update(self, state, step):
+        norm = np.sqrt((step * step).sum(axis=-1, keepdims=True))
+        unit = step / (norm + (norm == 0))  # g = 0 has norm 0: divide by 1, step 0
+        return (state[0] - self.lr * unit,)
+
+
 # -- constructors ---------------------------------------------------------------------------------
 def sgd(lr, precond=None) -> Sgd:
     """SGD ``θ ← θ − εPg``; ``precond`` is the (d,) diagonal of P in H's basis (None: P = I)."""
@@ -258,6 +375,52 @@ def ema(inner, gamma):
     return Ema(inner, g) if g > 0 else inner
 
 
+def sign_sgd(lr) -> SignSgd:
+    """Sign descent ``θ ← θ − ε sign(g)``, elementwise in the simulator's coordinates; Monte Carlo only."""
+    return SignSgd(float(check_lr(lr)))
+
+
+def signum(lr, momentum) -> SignSgd | Signum:
+    """Signum ``m ← βm + (1 − β)g``, ``θ ← θ − ε sign(m)`` (m₀ = 0); β = 0 is sign descent. Monte Carlo only."""
+    beta = check_unit_interval("momentum", momentum)
+    return Signum(float(check_lr(lr)), beta) if beta > 0 else sign_sgd(lr)
+
+
+def rmsprop(lr, beta2=0.99, eps=1e-8) -> RmsProp:
+    """RMSprop (PyTorch: ``alpha`` = β₂, eps outside the root); Monte Carlo only."""
+    return RmsProp(float(check_lr(lr)), check_unit_interval("beta2", beta2), _check_eps(eps))
+
+
+def adam(lr, beta1=0.9, beta2=0.999, eps=1e-8) -> Adam:
+    """Adam, bias-corrected as in PyTorch; Monte Carlo only."""
+    b1, b2 = check_unit_interval("beta1", beta1), check_unit_interval("beta2", beta2)
+    return Adam(float(check_lr(lr)), b1, b2, _check_eps(eps))
+
+
+def adamw(lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01) -> Adam:
+    """AdamW: Adam with decoupled weight decay ``θ ← (1 − ελ)θ`` (PyTorch's AdamW); Monte Carlo only."""
+    lr = float(check_lr(lr))
+    b1, b2 = check_unit_interval("beta1", beta1), check_unit_interval("beta2", beta2)
+    wd = float(weight_decay)
+    if not (np.isfinite(wd) and 0.0 <= wd and lr * wd < 1.0):
+        raise ValueError(f"weight_decay must be finite, >= 0 and below 1/lr, got {weight_decay!r}")
+    return Adam(lr, b1, b2, _check_eps(eps), wd)
+
+
+def normalized_sgd(lr) -> NormalizedSgd:
+    """Normalised gradient descent ``θ ← θ − ε g/‖g‖``; Monte Carlo only."""
+    return NormalizedSgd(float(check_lr(lr)))
+
+
+def _check_eps(eps) -> float:
+    """The ε of an adaptive denominator: finite and > 0 (a 0 would divide 0 by 0 where a coordinate has no noise
+    and no gradient)."""
+    e = float(eps)
+    if not (np.isfinite(e) and e > 0):
+        raise ValueError(f"eps (the adaptive denominator's offset) must be finite and > 0, got {eps!r}")
+    return e
+
+
 def split_average(opt):
     """(the optimiser that is averaged, γ) for an EMA; (``opt``, 0) otherwise. ``ema(core, γ)`` rebuilds it."""
     return (opt.inner, opt.gamma) if isinstance(opt, Ema) else (opt, 0.0)
@@ -277,7 +440,8 @@ def require_linear(opt, engine: str):
     if not getattr(opt, "linear", False):
         raise ValueError(
             f"{engine} needs a linear optimiser (sgd, heavy_ball, nesterov or an ema of one); "
-            f"{type(opt).__name__} has no exact dynamics here: simulate it with nqm.simulate"
+            f"{type(opt).__name__} has no exact dynamics: simulate it with nqm.simulate"
+            + (" (its one-step law is nqm.theory.sign_improvement)" if isinstance(opt, SignSgd) else "")
         )
     return opt
 

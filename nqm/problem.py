@@ -104,6 +104,18 @@ class NoisyQuadratic:
         return float(self.h @ self.c)
 
     @property
+    def parameter_hessian(self) -> np.ndarray:
+        """(d, d) H in the simulator's coordinates x = Qθ: ``Q diag(h) Qᵀ`` (``diag(h)`` without a basis)."""
+        return np.diag(self.h) if self.basis is None else (self.basis * self.h) @ self.basis.T
+
+    @property
+    def parameter_sigma(self) -> np.ndarray:
+        """(d, d) Σ in the simulator's coordinates x = Qθ: ``Q Σ Qᵀ``. Sign-based and adaptive optimisers act
+        elementwise there, so their laws need it."""
+        sigma = np.diag(self.c) if self.sigma is None else self.sigma
+        return sigma if self.basis is None else self.basis @ sigma @ self.basis.T
+
+    @property
     def sigma_factor(self) -> np.ndarray | None:
         """(d, d) F with F Fᵀ = Σ for a dense Σ, else None (the factor is ``sqrt(c)``)."""
         return self._sigma_factor
@@ -113,6 +125,47 @@ class NoisyQuadratic:
             f"NoisyQuadratic(name={self.name!r}, d={self.d}, h∈[{self.h.min():.3g}, {self.h.max():.3g}], "
             f"tr Σ={self.trace_sigma:.3g}, dense={self.sigma is not None}, rotated={self.basis is not None})"
         )
+
+    # -- constructors ---------------------------------------------------------------------------
+    @classmethod
+    def with_parameter_noise(cls, h, basis, sigma_x, *, name: str | None = None) -> NoisyQuadratic:
+        r"""A rotated problem whose noise is given in the parameter coordinates x = Qθ.
+
+        .. math:: H_x = Q\,\mathrm{diag}(h)\,Q^\top, \qquad \Sigma = Q^\top \Sigma_x Q
+
+        Args:
+            h: (d,) Hessian eigenvalues. basis: (d, d) orthogonal Q.
+            sigma_x: the per-example covariance in the parameter coordinates: its (d,) diagonal (noise
+                independent across parameters), a dense (d, d) matrix, or ``"hessian_diagonal"`` for
+                Σ_x = diag(H_x), so that the noise is proportional to the curvature parameter by parameter (the
+                assumption of Li et al. 2024, arXiv:2405.14578, for sign-like optimisers).
+
+        Example:
+            >>> import numpy as np
+            >>> from nqm import spectra
+            >>> q = spectra.random_rotation(3, seed=0)
+            >>> p = NoisyQuadratic.with_parameter_noise([1.0, 0.5, 0.25], q, "hessian_diagonal")
+            >>> bool(np.allclose(p.parameter_sigma, np.diag(np.diag(p.parameter_hessian))))
+            True
+        """
+        h = as_vector("h (Hessian eigenvalues)", h)
+        q = np.array(basis, dtype=np.float64)
+        if q.shape != (h.size, h.size):
+            raise ValueError(f"basis must have shape ({h.size}, {h.size}), got {q.shape}")
+        if isinstance(sigma_x, str):
+            if sigma_x != "hessian_diagonal":
+                raise ValueError(f"sigma_x must be an array or 'hessian_diagonal', got {sigma_x!r}")
+            sx = np.diag(np.einsum("ij,j,ij->i", q, h, q))
+            label = "Σ_x = diag(H_x)"
+        else:
+            sx = np.asarray(sigma_x, dtype=np.float64)
+            if sx.ndim == 1:
+                sx = np.diag(as_vector("sigma_x (parameter-coordinate noise variances)", sx, h.size))
+            label = "Σ given in x"
+        if sx.shape != (h.size, h.size):
+            raise ValueError(f"sigma_x must have shape ({h.size},) or ({h.size}, {h.size}), got {sx.shape}")
+        sigma = q.T @ sx @ q
+        return cls(h, sigma=0.5 * (sigma + sigma.T), basis=q, name=name or f"rotated, {label} (d={h.size})")
 
     # -- presets --------------------------------------------------------------------------------
     @classmethod

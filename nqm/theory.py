@@ -20,6 +20,7 @@ inf when there is noise (nan without), ``optimal_step`` is 0 with noise (every s
 from __future__ import annotations
 
 import numpy as np
+from scipy import special
 
 from .checks import check_batch_size, check_lr
 from .problem import NoisyQuadratic, check_precond
@@ -34,6 +35,11 @@ __all__ = [
     "optimal_improvement",
     "expected_improvement",
     "step_moments",
+    "sign_moments",
+    "sign_step_moments",
+    "sign_improvement",
+    "sign_optimal_step",
+    "sign_optimal_improvement",
 ]
 
 
@@ -134,3 +140,149 @@ def expected_improvement(p: NoisyQuadratic, theta, lr, batch_size, precond=None)
     b = check_batch_size(batch_size)
     gpg, gphpg, tr = step_moments(p, theta, precond)
     return e * gpg - 0.5 * e * e * (gphpg + _divide(tr, b))
+
+
+# -- sign descent ----------------------------------------------------------------------------------------
+# |ρ| below this is independence: the cross term is then below ~1e-12 of the pair's weight (it is linear in ρ),
+# and it spares the d² bivariate-normal evaluations for noise that is diagonal up to rounding.
+_INDEPENDENT_RHO = 1e-12
+
+
+def sign_moments(p: NoisyQuadratic, theta, batch_size):
+    r"""``(E[s], E[ssᵀ])`` of the signs ``s = sign(g_B)`` at one point θ (d,) and one batch size B.
+
+    In the parameter coordinates x = Qθ a batch of B Gaussian examples gives ``g = G_x + ξ``,
+    ``ξ ~ N(0, Σ_x/B)``. With ``a_i = G_i/σ_i``, ``σ_i² = (Σ_x)_{ii}/B`` and ρ the noise correlation:
+
+    .. math::
+        \mathbb E[s_i] = \operatorname{erf}(a_i/\sqrt2), \qquad
+        \mathbb E[s_i s_j] = 4\Phi_2(a_i, a_j; \rho_{ij}) - 2\Phi(a_i) - 2\Phi(a_j) + 1 \quad (i \ne j),
+
+    ``E[s_i s_j] = E[s_i]E[s_j]`` when ρ_ij = 0, and ``E[s_i²] = 1``. Derived here, not quoted: P(g_i > 0) = Φ(a_i),
+    P(g_i > 0, g_j > 0) = Φ₂(a_i, a_j; ρ_ij), and s_i s_j = 1 − 2·[the signs differ]. ``batch_size`` may be
+    ``inf``: then s_i = sign(G_i) where G_i ≠ 0, and pure noise where G_i = 0. A coordinate with neither gradient
+    nor noise has s_i = sign(0) = 0. At B = inf a gradient of 1e-17 (rounding, say) counts as non-zero.
+    """
+    th = _theta(p, theta)
+    if th.ndim != 1:
+        raise ValueError(f"theta must have shape ({p.d},) here, got {th.shape}")
+    b = check_batch_size(batch_size)
+    if b.ndim != 0:
+        raise ValueError("sign_moments takes one batch size; sign_step_moments broadcasts over many")
+    inputs = _SignInputs(p, th[None, :], b.reshape(1))
+    mean = inputs.mean[0]
+    second = np.outer(mean, mean)
+    second[np.diag_indices(p.d)] = inputs.alive[0]
+    i, j, rho = inputs.pairs
+    cov = _sign_covariance(inputs.a[0, i], inputs.a[0, j], rho)
+    second[i, j] += cov
+    second[j, i] += cov
+    return mean, second
+
+
+def sign_step_moments(p: NoisyQuadratic, theta, batch_size):
+    r"""The two sums sign descent's one-step law is built from: ``(G_xᵀE[s], Σ_ij (H_x)_ij E[s_i s_j])``.
+
+    The expectations are :func:`sign_moments`'; here θ has shape (..., d) and the result the shape of
+    ``theta.shape[:-1]`` broadcast against ``batch_size``, without forming E[ssᵀ]. With independent noise the
+    sum is eq. 9 of Li et al. 2024 (arXiv:2405.14578).
+    """
+    th = _theta(p, theta)
+    b = check_batch_size(batch_size)
+    shape = np.broadcast_shapes(th.shape[:-1], b.shape)
+    inputs = _SignInputs(p, np.broadcast_to(th, shape + (p.d,)).reshape(-1, p.d), np.broadcast_to(b, shape).ravel())
+    hx, mean = inputs.hx, inputs.mean
+    h_diag = np.diag(hx)
+    first = np.einsum("ki,ki->k", inputs.g, mean)
+    second = np.einsum("ki,ij,kj->k", mean, hx, mean) - (mean * mean) @ h_diag + inputs.alive @ h_diag
+    i, j, rho = inputs.pairs
+    if rho.size:
+        second += 2.0 * (_sign_covariance(inputs.a[:, i], inputs.a[:, j], rho) @ hx[i, j])
+    return first.reshape(shape), second.reshape(shape)
+
+
+class _SignInputs:
+    """What both sign laws need for k points (rows of θ) and their batch sizes (k,): G_x, a = G_x√B/sd, E[s],
+    which signs are random or non-zero (``alive``), and the correlated pairs (i, j, ρ) with i < j."""
+
+    def __init__(self, p: NoisyQuadratic, th, b):
+        g = gradient(p, th)
+        self.g = g if p.basis is None else g @ p.basis.T  # G_x = QG, rows of points
+        self.hx, sx = p.parameter_hessian, p.parameter_sigma
+        sd = np.sqrt(np.clip(np.diag(sx), 0.0, None))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # ±inf without noise (or at B = inf); 0 for a zero gradient, whatever the noise
+            self.a = np.where(self.g == 0, 0.0, self.g * np.sqrt(b)[:, None] / sd)
+        self.mean = special.erf(self.a / np.sqrt(2.0))
+        self.alive = ((sd > 0) | (self.g != 0)).astype(np.float64)
+        i, j = np.triu_indices(p.d, 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rho = np.nan_to_num(sx[i, j] / (sd[i] * sd[j]))
+        keep = np.abs(rho) > _INDEPENDENT_RHO
+        self.pairs = (i[keep], j[keep], np.clip(rho[keep], -1.0, 1.0))
+
+
+def _sign_covariance(a, b, rho):
+    r"""``Cov(sign(a + X), sign(b + Y))`` for standard normals with correlation ρ: ``4(Φ₂(a, b; ρ) − Φ(a)Φ(b))``.
+
+    Φ₂ by Owen's T (Owen 1956): ``Φ₂(a, b; ρ) = ½Φ(a) + ½Φ(b) − T(a, α_a) − T(b, α_b) − β`` with
+    ``α_a = (b − ρa)/(a√(1 − ρ²))``, β = ½ when ab < 0 (or ab = 0 and a + b < 0), else 0; ``T(0, α_a)`` is the
+    limit sign(b)/4, and Φ₂(0, 0; ρ) = ¼ + arcsin(ρ)/(2π). The covariance is 0 when a or b is infinite (that sign
+    is certain), and |ρ| = 1 uses Φ₂ = Φ(min(a, b)) or max(0, Φ(a) + Φ(b) − 1).
+    """
+    a, b = np.broadcast_arrays(a, b)
+    rho = np.broadcast_to(rho, a.shape)
+    finite = np.isfinite(a) & np.isfinite(b)
+    a, b = np.where(finite, a, 0.0), np.where(finite, b, 0.0)
+    cdf_a, cdf_b = special.ndtr(a), special.ndtr(b)
+    edge = np.abs(rho) >= 1.0
+    r = np.sqrt(np.where(edge, 1.0, 1.0 - rho * rho))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_a = np.where(a != 0, special.owens_t(a, (b - rho * a) / (a * r)), 0.25 * np.sign(b))
+        t_b = np.where(b != 0, special.owens_t(b, (a - rho * b) / (b * r)), 0.25 * np.sign(a))
+    beta = np.where((a * b < 0) | ((a * b == 0) & (a + b < 0)), 0.5, 0.0)
+    both = 0.5 * (cdf_a + cdf_b) - t_a - t_b - beta
+    both = np.where((a == 0) & (b == 0), 0.25 + np.arcsin(rho) / (2 * np.pi), both)
+    both = np.where(edge & (rho > 0), np.minimum(cdf_a, cdf_b), both)
+    both = np.where(edge & (rho < 0), np.maximum(0.0, cdf_a + cdf_b - 1.0), both)
+    return np.where(finite, 4.0 * (both - cdf_a * cdf_b), 0.0)
+
+
+def sign_improvement(p: NoisyQuadratic, theta, lr, batch_size):
+    r"""Exact expected one-step improvement of sign descent ``θ ← θ − ε sign(g_B)`` (signs taken in x = Qθ).
+
+    .. math:: \mathbb E[L(\theta) - L(\theta - \epsilon\,\mathrm{sign}(g_B))]
+              = \epsilon\, G_x^\top \mathbb E[s]
+                - \tfrac12 \epsilon^2 \textstyle\sum_{ij} (H_x)_{ij}\,\mathbb E[s_i s_j]
+
+    broadcast over ``lr`` and ``batch_size`` (:func:`sign_step_moments`). Gaussian minibatch noise.
+
+    Example:
+        >>> from nqm import NoisyQuadratic
+        >>> p = NoisyQuadratic([1.0], c=[1.0])       # one coordinate: E[s] = erf(G√B/√2)
+        >>> round(float(sign_improvement(p, [1.0], 0.5, 1e12)), 12)      # noiseless: ε|G| − ½ε²h
+        0.375
+    """
+    e = check_lr(lr)
+    first, second = sign_step_moments(p, theta, batch_size)
+    return e * first - 0.5 * e * e * second
+
+
+def sign_optimal_step(p: NoisyQuadratic, theta, batch_size):
+    r"""The step that maximises sign descent's expected improvement at batch size B.
+
+    .. math:: \epsilon_\text{opt}(B) = \frac{G_x^\top \mathbb E[s]}{\sum_{ij} (H_x)_{ij}\,\mathbb E[s_i s_j]}
+
+    As B → ∞ it tends to ``Σ|G_i| / (sign(G)ᵀH_x sign(G) + Σ_{i,j: G_i=G_j=0} (H_x)_ij (2/π) arcsin ρ_ij)``
+    (``batch_size=inf`` gives it); the second sum, from coordinates with no gradient, is what the large-B
+    formula of Li et al. 2024 (arXiv:2405.14578, eq. 17) leaves out. With independent noise, ε_opt ∝ √B at
+    small B.
+    """
+    first, second = sign_step_moments(p, theta, batch_size)
+    return _divide(first, second)
+
+
+def sign_optimal_improvement(p: NoisyQuadratic, theta, batch_size):
+    r"""The best expected one-step improvement of sign descent, ``½(G_xᵀE[s])² / Σ_ij (H_x)_ij E[s_i s_j]``."""
+    first, second = sign_step_moments(p, theta, batch_size)
+    return 0.5 * _divide(first * first, second)

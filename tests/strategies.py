@@ -51,3 +51,16 @@ def linear_optimisers(draw, lr):
     family = draw(st.sampled_from([nqm.optim.heavy_ball, nqm.optim.nesterov]))
     base = family(lr, draw(st.sampled_from([0.0, 0.3, 0.7, 0.9])))
     return nqm.optim.ema(base, draw(st.sampled_from([0.0, 0.5, 0.9])))
+
+
+@st.composite
+def sign_problems(draw, max_d=6):
+    """A rotated problem with noise in every parameter coordinate, possibly correlated, and a point θ."""
+    p = draw(problems(min_d=2, max_d=max_d))
+    q = draw(rotations(p.d))
+    a = draw(hnp.arrays(np.float64, (p.d, p.d), elements=st.floats(-1, 1)))
+    sigma_x = a @ a.T * draw(st.sampled_from([0.0, 1.0])) + np.diag(
+        draw(hnp.arrays(np.float64, p.d, elements=positive))
+    )
+    rotated = nqm.NoisyQuadratic.with_parameter_noise(p.h, q, sigma_x)
+    return rotated, draw(points(p))

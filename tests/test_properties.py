@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from strategies import batch_sizes, linear_optimisers, problem_and_point, problems, rotations
+from strategies import batch_sizes, linear_optimisers, problem_and_point, problems, rotations, sign_problems
 
 import nqm
 from nqm import dynamics, optim, theory
@@ -170,3 +170,37 @@ def test_bad_batch_sizes_and_steps_raise(p, bad_b, bad_lr):
     assume(bad_b < 1)
     with pytest.raises(ValueError, match="batch size"):
         nqm.simulate(p, 0.1, bad_b, 3, 2)
+
+
+# -- sign descent's exact law ------------------------------------------------------------------------------------
+@given(sign_problems(), batch_sizes)
+def test_sign_moments_are_a_second_moment_matrix(pp, b):
+    """E[s] ∈ [−1, 1]; E[ssᵀ] has a unit diagonal, entries in [−1, 1], and is positive semi-definite."""
+    p, th = pp
+    mean, second = theory.sign_moments(p, th, b)
+    assert np.all(np.abs(mean) <= 1.0)
+    np.testing.assert_array_equal(np.diag(second), 1.0)
+    assert np.all(np.abs(second) <= 1.0 + 1e-12)
+    assert np.linalg.eigvalsh(second).min() >= -1e-9
+    first, total = theory.sign_step_moments(p, th, b)
+    assert total == pytest.approx(np.sum(p.parameter_hessian * second), rel=1e-9, abs=1e-12)
+
+
+@given(problem_and_point(min_d=1, max_d=8))
+def test_sign_optimal_step_tends_to_its_large_batch_limit(pp):
+    """Where every G_i ≠ 0: ε_opt(B) → Σ|G_i|/Σ h_i (H diagonal in x) as B grows."""
+    p, th = pp
+    th = np.where(th == 0, 1.0, th)
+    limit = np.abs(p.h * th).sum() / p.h.sum()
+    assert float(theory.sign_optimal_step(p, th, np.inf)) == pytest.approx(limit, rel=1e-12)
+    assert float(theory.sign_optimal_step(p, th, 1e30)) == pytest.approx(limit, rel=1e-9)
+
+
+@given(sign_problems(), batch_sizes, st.permutations(range(6)))
+def test_relabelling_parameters_changes_no_sign_law(pp, b, order):
+    """A permutation of the parameter coordinates (rows of Q, with Σ_x permuted alike) is a relabelling."""
+    p, th = pp
+    perm = np.eye(p.d)[[i for i in order if i < p.d]]
+    relabelled = nqm.NoisyQuadratic(p.h, sigma=p.sigma, basis=perm @ p.basis)
+    for f in (theory.sign_optimal_step, theory.sign_optimal_improvement):
+        assert float(f(relabelled, th, b)) == pytest.approx(float(f(p, th, b)), rel=1e-9, abs=1e-300)

@@ -5,8 +5,9 @@ The noise of replica r, coordinate i in update t + 1 (t = 0, 1, …) is entry t 
 depends on how the work is split. On CuPy a diagonal problem runs in the fused kernel of
 ``nqm/montecarlo/cuda/fused.cu`` (state in registers across a chunk of steps, noise drawn in-kernel, the loss reduced
 in-kernel in float64); on NumPy the loop below does the same arithmetic in the same order, so it is the
-kernel's executable specification. Dense Σ or a rotated basis take a matrix-product loop (cuBLAS on the GPU)
-on the same normals.
+kernel's executable specification. Dense Σ, a rotated basis or an optimiser that is not linear take the
+general loop, the optimiser's ``update`` with matrix products where needed (cuBLAS on the GPU), on the same
+normals.
 
 Neither the chunking of steps into launches nor the batching of replicas changes a result: both only
 change which counters are computed together.
@@ -204,7 +205,7 @@ def simulate_counter(
     d = p.d
     on_gpu = xp is not np
     itemsize = np.dtype(dtype).itemsize
-    rec = diagonal_recurrence(p, opt, batch_size) if p.is_diagonal else None
+    rec = diagonal_recurrence(p, opt, batch_size) if p.is_diagonal and opt.linear else None
     if batch_rows is None:
         if on_gpu:
             free = xp.cuda.runtime.memGetInfo()[0] + xp.get_default_memory_pool().free_bytes()

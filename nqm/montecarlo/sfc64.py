@@ -6,9 +6,10 @@ replicas × all coordinates otherwise). Each tile owns an ``SFC64`` stream seede
 go to threads in any order and a result depends only on (seed, problem, arguments), never on the thread count.
 Losses are accumulated in float64 whatever the state's dtype.
 
-Diagonal problems take a fast path of in-place updates on cache-sized tiles that runs the optimiser's
-recurrence (:mod:`.recurrence`), bound by the normal generator; dense Σ, a rotated basis or per-example noise
-take the general path, the optimiser's own ``update`` with matrix products.
+Diagonal problems take a fast path of in-place updates on cache-sized tiles that runs a linear optimiser's
+recurrence (:mod:`.recurrence`), bound by the normal generator; dense Σ, a rotated basis, per-example noise or
+an optimiser that is not linear take the general path, the optimiser's own ``update`` (with matrix products
+where the problem is not diagonal).
 """
 
 from __future__ import annotations
@@ -181,7 +182,7 @@ def simulate_sfc64(
     """Losses of ``replicas`` runs of ``opt`` at the steps ``rec`` on SFC64 streams; the arguments are those of
     :func:`nqm.simulate`, already checked there (``var0`` the (d,) initial variance, ``th0`` a common θ₀)."""
     pre = check_precond(p, opt.precond)
-    fast = p.is_diagonal and per_example is None
+    fast = p.is_diagonal and per_example is None and opt.linear
     cols = min(p.d, TILE_ELEMENTS) if fast else p.d
     rows = max(1, (TILE_ELEMENTS if fast else GENERAL_TILE_ELEMENTS) // cols)
     tiles = [(r0, c0) for r0 in range(0, replicas, rows) for c0 in range(0, p.d, cols)]
