@@ -161,7 +161,8 @@ def sign_moments(p: NoisyQuadratic, theta, batch_size):
     ``E[s_i s_j] = E[s_i]E[s_j]`` when ρ_ij = 0, and ``E[s_i²] = 1``. Derived here, not quoted: P(g_i > 0) = Φ(a_i),
     P(g_i > 0, g_j > 0) = Φ₂(a_i, a_j; ρ_ij), and s_i s_j = 1 − 2·[the signs differ]. ``batch_size`` may be
     ``inf``: then s_i = sign(G_i) where G_i ≠ 0, and pure noise where G_i = 0. A coordinate with neither gradient
-    nor noise has s_i = sign(0) = 0. At B = inf a gradient of 1e-17 (rounding, say) counts as non-zero.
+    nor noise has s_i = sign(0) = 0. With a rotated basis, a component of G_x = QG below the rounding error of
+    that product (4dε_mach|G|) is taken as an exact zero.
     """
     th = _theta(p, theta)
     if th.ndim != 1:
@@ -207,7 +208,13 @@ class _SignInputs:
 
     def __init__(self, p: NoisyQuadratic, th, b):
         g = gradient(p, th)
-        self.g = g if p.basis is None else g @ p.basis.T  # G_x = QG, rows of points
+        if p.basis is not None:
+            # G_x = QG, rows of points. A component below the rounding error of that product is a zero gradient:
+            # it decides s_i at B = inf, where 1e-17 from rounding would otherwise count as a sign.
+            norm = np.sqrt(np.einsum("ki,ki->k", g, g))[:, None]
+            g = g @ p.basis.T
+            g = np.where(np.abs(g) <= 4 * p.d * np.finfo(np.float64).eps * norm, 0.0, g)
+        self.g = g
         self.hx, sx = p.parameter_hessian, p.parameter_sigma
         sd = np.sqrt(np.clip(np.diag(sx), 0.0, None))
         with np.errstate(divide="ignore", invalid="ignore"):

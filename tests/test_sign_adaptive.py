@@ -303,11 +303,12 @@ def test_large_batch_limit_counts_zero_gradient_coordinates():
     exact = np.abs(gx).sum() / (s @ hx @ s + hx[2, 2])
     assert float(theory.sign_optimal_step(p, theta, 1e14)) == pytest.approx(exact, rel=1e-6)
     assert abs(np.abs(gx).sum() / (s @ hx @ s) - exact) > 0.01 * exact
-    # B = inf needs an exact zero: a permutation basis keeps G_x exact
+    assert float(theory.sign_optimal_step(p, theta, np.inf)) == pytest.approx(exact, rel=1e-12)  # rounding is 0
+    # a permutation basis keeps G_x exact; H_x is diagonal, so every coordinate adds (H_x)_ii
     perm = np.eye(5)[[3, 0, 4, 1, 2]]
     exact_zero = nqm.NoisyQuadratic.with_parameter_noise(h, perm, "hessian_diagonal")
     theta = perm.T @ gx / h
-    expected = np.abs(gx).sum() / (perm @ h).sum()  # H_x diagonal: every coordinate adds (H_x)_ii
+    expected = np.abs(gx).sum() / (perm @ h).sum()
     assert float(theory.sign_optimal_step(exact_zero, theta, np.inf)) == pytest.approx(expected, rel=1e-14)
 
 

@@ -40,6 +40,8 @@ class Budget:
     least_squares_replicas_examples: int = 300
     d_claims: int = 10_000  # Zhang et al.'s claims are about their d = 10⁴ problem
     d_greedy: int = 100
+    d_sign: int = 32
+    sign_replicas: int = 20_000
 
     @classmethod
     def make(cls, quick: bool) -> Budget:
@@ -64,6 +66,8 @@ class Budget:
                 least_squares_replicas_examples=300,
                 d_claims=10_000,
                 d_greedy=100,
+                d_sign=32,
+                sign_replicas=20_000,
             )
         return cls(
             quick=False,
@@ -85,6 +89,8 @@ class Budget:
             least_squares_replicas_examples=1500,
             d_claims=10_000,
             d_greedy=1000,
+            d_sign=64,
+            sign_replicas=40_000,
         )
 
 
