@@ -1,6 +1,7 @@
 """Monte Carlo throughput, measured side by side in one run (the bound is the normal generator: docs/architecture.md).
 
-Coordinate-updates per second of ``nqm.simulate`` against
+Coordinate-updates per second of ``nqm.simulate`` (linear optimisers in their fused recurrence, sign descent and
+Adam in the fused in-place loop of elementwise optimisers) against
   * the raw ``standard_normal`` fill rate of SFC64 on 1 and 2 threads (the bound: one normal per update),
   * the naive NumPy loop ``θ = θ − ε(hθ + s·randn)`` on the whole (R, d) array.
 Prints a table and the ratios; ``--json`` prints them as JSON.  Usage: ``python bench/mc_throughput.py``.
@@ -19,14 +20,15 @@ import nqm
 from nqm import optim
 
 
-def best_rate(fn, updates: float, repeats: int) -> float:
-    """Updates per second of the fastest of ``repeats`` runs (the least disturbed one)."""
+def measure(rates: dict, slowest: dict, name: str, fn, updates: float, repeats: int) -> None:
+    """Updates per second of the fastest of ``repeats`` runs (the least disturbed one) into ``rates[name]``, and
+    of the slowest into ``slowest[name]`` (the spread)."""
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return updates / min(times)
+    rates[name], slowest[name] = updates / min(times), updates / max(times)
 
 
 def raw_normal_fill(total: int, threads: int, dtype) -> None:
@@ -62,26 +64,37 @@ def main() -> None:
     args = parser.parse_args()
     p = nqm.NoisyQuadratic.zhang2019(args.d)
     n = args.d * args.replicas * args.steps
-    rates = {}
+    rates, slowest = {}, {}
     for dtype in (np.float64, np.float32):
         tag = np.dtype(dtype).name
         for threads in (1, 2):
-            rates[f"raw normals {tag}, {threads} thread(s)"] = best_rate(
-                lambda t=threads, dt=dtype: raw_normal_fill(n, t, dt), n, args.repeats
+            measure(
+                rates,
+                slowest,
+                f"raw normals {tag}, {threads} thread(s)",
+                lambda t=threads, dt=dtype: raw_normal_fill(n, t, dt),
+                n,
+                args.repeats,
             )
-    rates["naive loop float64"] = best_rate(lambda: naive_loop(p, 1.0, 8, args.steps, args.replicas), n, args.repeats)
+    naive = lambda: naive_loop(p, 1.0, 8, args.steps, args.replicas)  # noqa: E731
+    measure(rates, slowest, "naive loop float64", naive, n, args.repeats)
     runs = {
         "SGD": optim.sgd(0.1),
         "momentum": optim.heavy_ball(0.1, 0.9),
         "Nesterov": optim.nesterov(0.1, 0.9),
         "EMA": optim.ema(optim.sgd(0.1), 0.9),
         "momentum + EMA": optim.ema(optim.heavy_ball(0.1, 0.9), 0.9),
+        "sign-SGD": optim.sign_sgd(0.001),
+        "Adam": optim.adam(0.001),
     }
     for dtype in (np.float64, np.float32):
         tag = np.dtype(dtype).name
         for name, opt in runs.items():
             for threads in (1, 2) if name == "SGD" else (2,):
-                rates[f"nqm {name} {tag}, {threads} thread(s)"] = best_rate(
+                measure(
+                    rates,
+                    slowest,
+                    f"nqm {name} {tag}, {threads} thread(s)",
                     lambda t=threads, dt=dtype, opt=opt: nqm.simulate(
                         p, opt, 8, args.steps, args.replicas, dtype=dt, threads=t, progress=False
                     ),
@@ -107,6 +120,7 @@ def main() -> None:
                     "replicas": args.replicas,
                     "steps": args.steps,
                     "rates_per_s": rates,
+                    "slowest_rates_per_s": slowest,
                     "ratios": ratios,
                 },
                 indent=1,
@@ -114,8 +128,9 @@ def main() -> None:
         )
         return
     print(f"zhang2019(d={args.d}), {args.replicas} replicas × {args.steps} steps = {n:.3g} coordinate-updates")
+    print(f"  {'':40s} {'best':>9s}   {'slowest':>7s} (M updates/s, {args.repeats} runs)")
     for k, v in rates.items():
-        print(f"  {k:40s} {v / 1e6:9.1f} M updates/s")
+        print(f"  {k:40s} {v / 1e6:9.1f}   {slowest[k] / 1e6:7.1f}")
     print("ratios:")
     for k, v in ratios.items():
         print(f"  {k:40s} {v:6.2f}")

@@ -101,6 +101,7 @@ class Optimizer(ABC):
     """What every optimiser value offers. ``linear`` says whether it has a transition (exact engines)."""
 
     linear = False
+    elementwise = True  # each coordinate's update reads only that coordinate (the simulators may tile them)
     lr: float
     precond: Any
 
@@ -254,9 +255,27 @@ class Ema(_Linear):
 
 # -- optimisers that are not linear: simulated only ------------------------------------------------
 class _Nonlinear(Optimizer):
-    """An optimiser whose update is not linear in (state, g): no transition, no preconditioner of its own."""
+    """An optimiser whose update is not linear in (state, g): no transition, no preconditioner of its own.
+
+    Each is written once, as ``apply``: an in-place step of θ and its auxiliary arrays (``slots`` of them: momentum,
+    second moment) from the gradient g at update t = 1, 2, …. ``update`` runs it on copies; the fused diagonal
+    loop of :mod:`nqm.montecarlo.sfc64` runs it in place. The state is (θ, *auxiliary, t)."""
 
     precond = None
+    slots = 0
+
+    def init(self, x):
+        return (x, *(x * 0 for _ in range(self.slots)), 0)
+
+    def update(self, state, step):
+        x, *aux, t = state
+        x, aux, g = x.copy(), [a.copy() for a in aux], step.copy()
+        self.apply(x, aux, g, np.empty_like(g), t + 1)
+        return (x, *aux, t + 1)
+
+    @abstractmethod
+    def apply(self, x, aux, g, buf, t: int) -> None:
+        """In place: θ (``x``) and ``aux`` from the gradient ``g`` at update ``t``; ``g`` and ``buf`` are scratch."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -265,11 +284,10 @@ class SignSgd(_Nonlinear):
 
     lr: float
 
-    def init(self, x):
-        return (x,)
-
-    def update(self, state, step):
-        return (state[0] - self.lr * np.sign(step),)
+    def apply(self, x, aux, g, buf, t):
+        np.sign(g, out=g)
+        g *= self.lr
+        x -= g
 
 
 @dataclass(frozen=True, eq=False)
@@ -278,14 +296,13 @@ class Signum(_Nonlinear):
 
     lr: float
     momentum: float
+    slots = 1
 
-    def init(self, x):
-        return (x, x * 0)
-
-    def update(self, state, step):
-        x, m = state
-        m = self.momentum * m + (1.0 - self.momentum) * step
-        return (x - self.lr * np.sign(m), m)
+    def apply(self, x, aux, g, buf, t):
+        _average(aux[0], g, self.momentum)
+        np.sign(aux[0], out=g)
+        g *= self.lr
+        x -= g
 
 
 @dataclass(frozen=True, eq=False)
@@ -295,40 +312,45 @@ class RmsProp(_Nonlinear):
     lr: float
     beta2: float
     eps: float
+    slots = 1
 
-    def init(self, x):
-        return (x, x * 0)
-
-    def update(self, state, step):
-        x, v = state
-        v = self.beta2 * v + (1.0 - self.beta2) * step * step
-        return (x - self.lr * step / (np.sqrt(v) + self.eps), v)
+    def apply(self, x, aux, g, buf, t):
+        np.multiply(g, g, out=buf)
+        _average(aux[0], buf, self.beta2)
+        np.sqrt(aux[0], out=buf)
+        buf += self.eps
+        g /= buf
+        g *= self.lr
+        x -= g
 
 
 @dataclass(frozen=True, eq=False)
 class Adam(_Nonlinear):
     """Adam as PyTorch writes it (bias-corrected); with ``weight_decay`` λ > 0 it is AdamW (decoupled:
-    ``θ ← (1 − ελ)θ`` before the Adam step). The state is (θ, m, v, t) with t the number of updates so far."""
+    ``θ ← (1 − ελ)θ`` before the Adam step)."""
 
     lr: float
     beta1: float
     beta2: float
     eps: float
     weight_decay: float = 0.0
+    slots = 2
 
-    def init(self, x):
-        return (x, x * 0, x * 0, 0)
-
-    def update(self, state, step):
-        x, m, v, t = state
-        t += 1
-        m = self.beta1 * m + (1.0 - self.beta1) * step
-        v = self.beta2 * v + (1.0 - self.beta2) * step * step
-        # PyTorch's arithmetic: ε/(1 − β₁ᵗ) · m / (√v/√(1 − β₂ᵗ) + eps), i.e. ε m̂/(√v̂ + eps)
-        bias1, root_bias2 = 1.0 - self.beta1**t, float(np.sqrt(1.0 - self.beta2**t))
+    def apply(self, x, aux, g, buf, t):
+        m, v = aux
         if self.weight_decay:
-            x = x * (1.0 - self.lr * self.weight_decay)
-        return (x - (self.lr / bias1) * m / (np.sqrt(v) / root_bias2 + self.eps), m, v, t)
+            x *= 1.0 - self.lr * self.weight_decay
+        _average(m, g, self.beta1)
+        np.multiply(g, g, out=buf)
+        _average(v, buf, self.beta2)
+        # ε m̂/(√v̂ + eps) with m̂ = m/(1 − β₁ᵗ), v̂ = v/(1 − β₂ᵗ), written as ε(√b₂/b₁)·m/(√v + eps·√b₂): one
+        # pass fewer than forming √v̂
+        root_b2 = float(np.sqrt(1.0 - self.beta2**t))
+        np.sqrt(v, out=buf)
+        buf += self.eps * root_b2
+        np.divide(m, buf, out=buf)
+        buf *= self.lr * root_b2 / (1.0 - self.beta1**t)
+        x -= buf
 
 
 @dataclass(frozen=True, eq=False)
@@ -337,14 +359,20 @@ class NormalizedSgd(_Nonlinear):
     where g = 0)."""
 
     lr: float
+    elementwise = False
 
-    def init(self, x):
-        return (x,)
+    def apply(self, x, aux, g, buf, t):
+        np.multiply(g, g, out=buf)
+        norm = np.sqrt(buf.sum(axis=-1, keepdims=True))
+        g *= self.lr / (norm + (norm == 0))  # g = 0 has norm 0: divide by 1, step 0
+        x -= g
 
-    def update(self, state, step):
-        norm = np.sqrt((step * step).sum(axis=-1, keepdims=True))
-        unit = step / (norm + (norm == 0))  # g = 0 has norm 0: divide by 1, step 0
-        return (state[0] - self.lr * unit,)
+
+def _average(avg, new, beta: float) -> None:
+    """``avg ← β·avg + (1 − β)·new`` in place, as ``new + β(avg − new)`` (no temporary)."""
+    avg -= new
+    avg *= beta
+    avg += new
 
 
 # -- constructors ---------------------------------------------------------------------------------

@@ -6,10 +6,10 @@ replicas × all coordinates otherwise). Each tile owns an ``SFC64`` stream seede
 go to threads in any order and a result depends only on (seed, problem, arguments), never on the thread count.
 Losses are accumulated in float64 whatever the state's dtype.
 
-Diagonal problems take a fast path of in-place updates on cache-sized tiles that runs a linear optimiser's
-recurrence (:mod:`.recurrence`), bound by the normal generator; dense Σ, a rotated basis, per-example noise or
-an optimiser that is not linear take the general path, the optimiser's own ``update`` (with matrix products
-where the problem is not diagonal).
+Diagonal problems take a fast path of in-place updates on cache-sized tiles: a linear optimiser's recurrence
+(:mod:`.recurrence`), bound by the normal generator, or an elementwise nonlinear optimiser's in-place step
+(``apply``, :mod:`nqm.optim`). Dense Σ, a rotated basis, per-example noise or an update that couples the
+coordinates (normalised SGD) take the general path, the optimiser's own ``update`` with matrix products.
 """
 
 from __future__ import annotations
@@ -114,6 +114,37 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
     return losses, (theta if keep_state else None)
 
 
+def _elementwise_tile(rng, opt, h, sd, theta0, steps, record, dtype, progress, keep_state):
+    """One (replicas × coordinates) tile of a diagonal problem under an optimiser that is not linear: the
+    gradient ``hθ + sd·z`` formed in place, then the optimiser's own in-place step (:mod:`nqm.optim`)."""
+    x = theta0.astype(dtype, copy=True)
+    aux = [np.zeros_like(x) for _ in range(opt.slots)]
+    g, buf = np.empty_like(x), np.empty_like(x)
+    h_row, sd_row = h.astype(dtype), sd.astype(dtype)
+    losses = np.empty((x.shape[0], record.size))
+    k = 0
+
+    def loss_of(y):
+        return 0.5 * (np.square(y, dtype=np.float64) @ h)
+
+    if record[0] == 0:
+        losses[:, 0] = loss_of(x)
+        k = 1
+    report_every = max(1, steps // 100)
+    for t in range(1, steps + 1):
+        rng.standard_normal(out=g, dtype=dtype)
+        g *= sd_row
+        np.multiply(x, h_row, out=buf)
+        g += buf
+        opt.apply(x, aux, g, buf, t)
+        if k < record.size and record[k] == t:
+            losses[:, k] = loss_of(x)
+            k += 1
+        if t % report_every == 0:
+            progress.update(report_every * x.size)
+    return losses, (x if keep_state else None)
+
+
 def _row(values):
     """A coefficient row as the loop wants it: a scalar when it is the same for every coordinate (one stream of
     memory less per step), else a contiguous array (a strided operand slows every in-place multiply)."""
@@ -182,21 +213,25 @@ def simulate_sfc64(
     """Losses of ``replicas`` runs of ``opt`` at the steps ``rec`` on SFC64 streams; the arguments are those of
     :func:`nqm.simulate`, already checked there (``var0`` the (d,) initial variance, ``th0`` a common θ₀)."""
     pre = check_precond(p, opt.precond)
-    fast = p.is_diagonal and per_example is None and opt.linear
+    # the fused loops: a linear optimiser's recurrence, or an elementwise optimiser's in-place step
+    fast = p.is_diagonal and per_example is None and (opt.linear or opt.elementwise)
     cols = min(p.d, TILE_ELEMENTS) if fast else p.d
     rows = max(1, (TILE_ELEMENTS if fast else GENERAL_TILE_ELEMENTS) // cols)
     tiles = [(r0, c0) for r0 in range(0, replicas, rows) for c0 in range(0, p.d, cols)]
     work = float(replicas) * p.d * steps * (1 + (per_example is not None) * batch_size)
     bar = Progress(work, "nqm.simulate", work > 2e9 if progress is None else bool(progress))
 
-    if fast:
+    if fast and opt.linear:
         coef = _diagonal_coefficients(diagonal_recurrence(p, opt, batch_size), p, dtype)
+    sd = np.sqrt(p.c / batch_size)
 
     def task(r0, c0):
         def run():
             rng = tile_rng(seed, r0 // rows, c0 // cols)
             n_rows, sl = min(rows, replicas - r0), slice(c0, c0 + cols)
             theta = initial_theta(rng, th0, var0, n_rows, sl, dtype)
+            if fast and not opt.linear:
+                return _elementwise_tile(rng, opt, p.h[sl], sd[sl], theta, steps, rec, dtype, bar, keep_state)
             if fast:
                 tile_coef = {k: (v[sl] if isinstance(v, np.ndarray) else v) for k, v in coef.items()}
                 return _diagonal_tile(rng, tile_coef, theta, steps, rec, dtype, bar, keep_state)
