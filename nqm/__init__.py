@@ -2,13 +2,16 @@
 
 Three engines share one problem description (:class:`NoisyQuadratic`):
 
-* :mod:`nqm.optim` — optimisers as values (SGD, heavy ball, Nesterov, iterate averaging), which every engine takes;
-* :mod:`nqm.theory` — closed-form one-step quantities (McCandlish et al. 2018, arXiv:1812.06162);
+* :mod:`nqm.optim` — optimisers as values (SGD, heavy ball, Nesterov, iterate averaging; sign descent, Adam and
+  other adaptive ones for Monte Carlo), which every engine takes;
+* :mod:`nqm.theory` — closed-form one-step quantities (McCandlish et al. 2018, arXiv:1812.06162), and sign descent's
+  exact one-step law;
 * :mod:`nqm.dynamics` — exact expected training dynamics (Zhang et al. 2019, arXiv:1907.04164);
-* :func:`nqm.simulate` — Monte Carlo SGD on many replicas, with standard errors.
+* :func:`nqm.simulate` — Monte Carlo of any optimiser on many replicas, with standard errors
+  (:mod:`nqm.montecarlo`, which also tunes the step by simulation).
 """
 
-from . import dynamics, estimators, noise, optim, spectra, theory
+from . import dynamics, estimators, montecarlo, noise, optim, spectra, theory
 from .least_squares import LeastSquares
 from .montecarlo import (
     GradientNormTrace,
@@ -31,6 +34,7 @@ __all__ = [
     "dynamics",
     "estimators",
     "gradient_norm_trace",
+    "montecarlo",
     "noise",
     "one_step_improvement",
     "optim",

@@ -10,6 +10,8 @@ The public face of the package; behind it:
 * :mod:`.skip_ahead` — exact jumps between checkpoints of a linear optimiser;
 * :mod:`.one_step` — one step from a point on a grid of (ε, B); :mod:`.norm_trace` — what a noise-scale
   estimator sees along a run;
+* :mod:`.tuning` — whole runs by Monte Carlo: steps to target and the step tuned per batch size, for optimisers
+  without exact dynamics;
 * :mod:`.results` — the result types; :mod:`.basis` — the coordinates a simulation works in.
 """
 
@@ -18,10 +20,15 @@ from .one_step import one_step_improvement
 from .results import GradientNormTrace, LossCurve, OneStepResult, default_record, loss_curve
 from .simulation import simulate
 from .skip_ahead import simulate_checkpoints
+from .tuning import SimulatedSteps, TunedStep, steps_to_target, tune_lr
 
 __all__ = [
     "simulate",
     "simulate_checkpoints",
+    "steps_to_target",
+    "tune_lr",
+    "SimulatedSteps",
+    "TunedStep",
     "one_step_improvement",
     "gradient_norm_trace",
     "LossCurve",
