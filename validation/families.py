@@ -42,6 +42,9 @@ class Budget:
     d_greedy: int = 100
     d_sign: int = 32
     sign_replicas: int = 20_000
+    d_adam: int = 32
+    adam_replicas: int = 64
+    adam_log2_batch: int = 8
 
     @classmethod
     def make(cls, quick: bool) -> Budget:
@@ -68,6 +71,9 @@ class Budget:
                 d_greedy=100,
                 d_sign=32,
                 sign_replicas=20_000,
+                d_adam=32,
+                adam_replicas=64,
+                adam_log2_batch=8,
             )
         return cls(
             quick=False,
@@ -91,6 +97,9 @@ class Budget:
             d_greedy=1000,
             d_sign=64,
             sign_replicas=40_000,
+            d_adam=128,
+            adam_replicas=128,
+            adam_log2_batch=10,
         )
 
 

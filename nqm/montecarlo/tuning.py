@@ -11,9 +11,9 @@ The simulated counterparts of :func:`nqm.dynamics.steps_to_target` and of the tu
   fraction of a step here), then crossed, interpolated in ln L. Its standard error is the delta method's:
   SE of the windowed mean at the crossing (from the replicas' own windowed losses) over the curve's slope.
 * **the tuned step**: steps to target on a geometric grid of ε, each cell on its own stream, and a weighted
-  parabola in (ln ε, ln S) through the best cell and its neighbours: ε* is its vertex and S* its minimum, with
-  delta-method standard errors from the fit's covariance (McCandlish et al. 2018, arXiv:1812.06162, App. A.2,
-  tune ε per batch size the same way).
+  parabola in (ln ε, ln S) through the best cell and its neighbours: ε* is its vertex, with a standard error from
+  bootstrapping the replicas through the whole selection; S* is measured again at ε* (McCandlish et al. 2018,
+  arXiv:1812.06162, App. A.2, tune ε per batch size the same way).
 """
 
 from __future__ import annotations
@@ -28,9 +28,7 @@ from .simulation import simulate
 
 __all__ = ["SimulatedSteps", "TunedStep", "steps_to_target", "tune_lr", "first_crossing", "window_average"]
 
-FIT_SIDE = 1  # cells on each side of the best one in the final parabola
 _VERTEX_KEY, _RERUN_KEY = 2**31 - 1, 2**31 - 2  # streams apart from the grid's cells (0, 1, …)
-VERTEX_DRAWS = 400  # redraws of the cells for the vertex's standard error
 SMOOTHING = 0.05  # the half-width of the averaging window, as a fraction of the crossing step
 
 
@@ -49,10 +47,12 @@ class TunedStep:
     """ε tuned for steps to target at one batch size.
 
     Attributes:
-        lr, lr_se: ε* = the vertex of the weighted parabola in (ln ε, ln S), and its standard error.
-        steps, steps_se: S* = the parabola's minimum, and its standard error.
-        lrs, grid_steps, grid_se: the grid and what each cell measured (:class:`SimulatedSteps`).
-        bracketed: False when the best cell is at an end of the grid (ε* then is that cell, its SE nan).
+        lr, lr_se: ε* = the vertex of the parabola in (ln ε, ln S) through the best cell and its neighbours, and
+            its bootstrap standard error.
+        steps, steps_se: S* = steps to target of a fresh run at ε*, and its standard error.
+        lrs, grid_steps, grid_se: the grid and what each cell measured (steps to target and SE).
+        bracketed: False when the optimum is not bracketed by cells that reach the target (the best cell at an
+            end of the grid, or a neighbour that does not reach it): ε* then is the best cell, its SE nan.
     """
 
     lr: float
@@ -125,6 +125,31 @@ def steps_to_target(
     if not (np.isfinite(target) and target > 0):
         raise ValueError(f"target must be a finite loss > 0, got {target!r}")
     max_steps = check_count("max_steps", max_steps, 1)
+    losses = _simulate_losses(p, opt, batch_size, replicas, max_steps, seed, init_var, simulate_kwargs)
+    steps, se, _ = _crossing(losses, target)
+    return SimulatedSteps(steps, se, losses.shape[0])
+
+
+def _crossing(losses, target: float):
+    """(steps, SE, window half-width) from per-replica losses (R, T + 1) at every step (module docstring)."""
+    raw = first_crossing(losses.mean(axis=0), target)
+    if not np.isfinite(raw):
+        return raw, float("inf"), None
+    w = max(1, int(round(SMOOTHING * raw)))
+    per_replica = window_average(losses, w)
+    mean = per_replica.mean(axis=0)
+    steps = first_crossing(mean, target)
+    if not np.isfinite(steps):  # the window lifted the last dip above the target
+        return steps, float("inf"), None
+    last = losses.shape[1] - 1
+    k = min(int(np.ceil(steps)), last)
+    lo, hi = max(k - w, 0), min(k + w, last)
+    slope = (mean[hi] - mean[lo]) / max(hi - lo, 1)
+    se = per_replica[:, k].std(ddof=1) / np.sqrt(losses.shape[0]) / abs(slope) if slope < 0 else float("inf")
+    return steps, float(se), w
+
+
+def _simulate_losses(p, opt, batch_size, replicas, max_steps, seed, init_var, kwargs):
     run = simulate(
         p,
         opt,
@@ -135,22 +160,9 @@ def steps_to_target(
         init_var=init_var,
         at=np.arange(max_steps + 1),
         keep_losses=True,
-        **simulate_kwargs,
+        **kwargs,
     )
-    raw = first_crossing(run.mean, target)
-    if not np.isfinite(raw):
-        return SimulatedSteps(raw, float("inf"), run.n)
-    w = max(1, int(round(SMOOTHING * raw)))
-    per_replica = window_average(run.losses, w)
-    mean = per_replica.mean(axis=0)
-    steps = first_crossing(mean, target)
-    if not np.isfinite(steps):  # the window lifted the last dip above the target
-        return SimulatedSteps(steps, float("inf"), run.n)
-    k = min(int(np.ceil(steps)), max_steps)
-    lo, hi = max(k - w, 0), min(k + w, max_steps)
-    slope = (mean[hi] - mean[lo]) / max(hi - lo, 1)
-    se = per_replica[:, k].std(ddof=1) / np.sqrt(run.n) / abs(slope) if slope < 0 else float("inf")
-    return SimulatedSteps(steps, float(se), run.n)
+    return run.losses
 
 
 def tune_lr(
@@ -165,6 +177,7 @@ def tune_lr(
     seed=0,
     init_var=1.0,
     refine: int = 2,
+    bootstrap: int = 200,
     **kwargs,
 ) -> TunedStep:
     r"""The step ε that minimises simulated steps to ``target`` at one batch size, with its standard error.
@@ -172,37 +185,43 @@ def tune_lr(
     ``optimizer(ε)`` builds the optimiser at step ε (e.g. ``lambda e: nqm.optim.adam(e, 0.9, 0.999)``). The
     geometric grid ``lrs`` is simulated first, every cell on its own stream (:func:`steps_to_target`); then
     ``refine`` times the cells halfway (in ln ε) to the best cell's neighbours are added. Steps to target rise
-    steeply on the large-ε side (towards the ε whose noise floor is the target), so the fit is local: the
-    parabola ``ln S = a + b u + c u²`` in ``u = ln ε`` through the best cell and its two neighbours gives
+    steeply on the large-ε side (towards the ε whose noise floor is the target), so the estimate is local: the
+    parabola ``ln S = a + b u + c u²`` in ``u = ln ε`` through the best cell and its two neighbours,
 
-    .. math:: \ln\epsilon^* = -b/(2c), \qquad \ln S^* = a - b^2/(4c),
+    .. math:: \ln\epsilon^* = -b/(2c).
 
-    with delta-method standard errors from the cells' (weights 1/SE(ln S)², independent cells).
+    Its standard error comes from ``bootstrap`` resamples of every cell's replicas, each repeating the whole
+    selection (which cell is best, then the parabola): the choice of cells is where most of ε*'s spread comes from,
+    and formulas that take the three cells as given understated it by factors of 1.5–4 against SGD's exact
+    optimum. S* is measured by a fresh run at ε*, free of the grid's winner's curse.
+
+    Calibration, measured against SGD's exact optimum (zhang2019(100), B = 4, target 0.1, R = 200, 30 seeds): the
+    z-scores of ε* have mean 0.03 and standard deviation 1.32, those of S* mean 0.27 and standard deviation 1.23 —
+    both standard errors are understated by about a quarter.
     """
     lrs = np.unique(np.atleast_1d(check_lr(lrs)).astype(np.float64))
     if lrs.size < 3:
         raise ValueError("lrs must hold at least 3 step sizes (a grid around the optimum)")
     refine = check_count("refine", refine)
-    cells: dict[float, SimulatedSteps] = {}
+    bootstrap = check_count("bootstrap", bootstrap, 2)
+    target = float(target)
+    if not (np.isfinite(target) and target > 0):
+        raise ValueError(f"target must be a finite loss > 0, got {target!r}")
+    max_steps = check_count("max_steps", max_steps, 1)
+    cells: dict[float, tuple] = {}  # ε → (steps, SE, window, per-replica losses)
 
     def run(values):
         for e in values:
             if float(e) not in cells:
-                cells[float(e)] = steps_to_target(
-                    p,
-                    optimizer(float(e)),
-                    batch_size,
-                    target,
-                    replicas,
-                    max_steps=max_steps,
-                    seed=_child_seed(seed, len(cells)),
-                    init_var=init_var,
-                    **kwargs,
+                seed_e = _child_seed(seed, len(cells))
+                losses = _simulate_losses(
+                    p, optimizer(float(e)), batch_size, replicas, max_steps, seed_e, init_var, kwargs
                 )
+                cells[float(e)] = (*_crossing(losses, target), losses)
 
     def table():
         grid = np.array(sorted(cells))
-        return grid, np.array([cells[e].steps for e in grid]), np.array([cells[e].se for e in grid])
+        return grid, np.array([cells[e][0] for e in grid]), np.array([cells[e][1] for e in grid])
 
     run(lrs)
     for _ in range(refine):
@@ -214,49 +233,41 @@ def tune_lr(
     grid, steps, se = table()
     if not np.any(np.isfinite(steps)):
         raise ValueError(f"no step size reaches the target {target} within {max_steps} steps")
-    best = int(np.argmin(steps))
-    if 0 < best < grid.size - 1:
-        trio = np.arange(max(0, best - FIT_SIDE), min(grid.size, best + FIT_SIDE + 1))
-        trio = trio[np.isfinite(se[trio]) & (se[trio] > 0)]
-        if trio.size >= 3 and trio[0] < best < trio[-1]:
-            u, y, y_se = np.log(grid[trio]), np.log(steps[trio]), se[trio] / steps[trio]
-            fit = _parabola_minimum(u, y, y_se)
-            if fit is not None and u[0] <= fit[0] <= u[-1]:
-                # the vertex is a ratio of fitted coefficients: its spread from redrawing the cells (a parametric
-                # bootstrap) follows that nonlinearity, where the delta method understated it
-                rng = np.random.default_rng(np.random.SeedSequence(_child_seed(seed, _VERTEX_KEY)))
-                draws = [
-                    _parabola_minimum(u, y + y_se * rng.standard_normal(u.size), y_se) for _ in range(VERTEX_DRAWS)
-                ]
-                vertices = np.array([d[0] if d is not None else np.nan for d in draws])
-                vertices = np.clip(vertices, u[0], u[-1])  # no minimum, or one outside: the window's edge
-                u_se = float(np.nanstd(np.where(np.isnan(vertices), u[0], vertices), ddof=1))
-                lr = float(np.exp(fit[0]))
-                again = steps_to_target(  # a fresh run at ε*: S free of the winner's curse of the grid
-                    p,
-                    optimizer(lr),
-                    batch_size,
-                    target,
-                    replicas,
-                    max_steps=max_steps,
-                    seed=_child_seed(seed, _RERUN_KEY),
-                    init_var=init_var,
-                    **kwargs,
-                )
-                return TunedStep(lr, lr * u_se, again.steps, again.se, grid, steps, se, True)
-    return TunedStep(float(grid[best]), float("nan"), float(steps[best]), float(se[best]), grid, steps, se, False)
+    u_star = _local_vertex(np.log(grid), steps)
+    if u_star is None:
+        best = int(np.argmin(steps))
+        return TunedStep(float(grid[best]), float("nan"), float(steps[best]), float(se[best]), grid, steps, se, False)
+    # the bootstrap: resample each cell's replicas, cross again (same window), select and fit again
+    rng = np.random.default_rng(np.random.SeedSequence(_child_seed(seed, _VERTEX_KEY)))
+    near = np.flatnonzero(np.isfinite(steps))
+    resampled = []
+    for _ in range(bootstrap):
+        s_b = np.full(grid.size, np.inf)
+        for j in near:
+            _, _, w, losses = cells[float(grid[j])]
+            curve = losses[rng.integers(0, losses.shape[0], losses.shape[0])].mean(axis=0)
+            s_b[j] = first_crossing(window_average(curve, w), target)
+        vertex = _local_vertex(np.log(grid), s_b)
+        resampled.append(np.log(grid[int(np.argmin(s_b))]) if vertex is None else vertex)
+    lr = float(np.exp(u_star))
+    again = steps_to_target(  # a fresh run at ε*: S free of the winner's curse of the grid
+        p, optimizer(lr), batch_size, target, replicas, max_steps=max_steps,
+        seed=_child_seed(seed, _RERUN_KEY), init_var=init_var, **kwargs,
+    )  # fmt: skip
+    return TunedStep(lr, lr * float(np.std(resampled, ddof=1)), again.steps, again.se, grid, steps, se, True)
 
 
-def _parabola_minimum(u, y, se):
-    """(u*, SE(u*), y*, SE(y*)) of the weighted fit y = a + bu + cu²; None without a minimum (c ≤ 0, < 3 points)."""
-    if u.size < 3:
+def _local_vertex(u, steps):
+    """ln ε* of the parabola in (u, ln S) through the best finite cell and its two neighbours; None when the best
+    cell is at an end of the grid, a neighbour does not reach the target, or the three have no minimum between them."""
+    if not np.any(np.isfinite(steps)):
         return None
-    x = np.stack([np.ones_like(u), u, u * u], axis=1) / se[:, None]
-    cov = np.linalg.pinv(x.T @ x)
-    a, b, c = cov @ (x.T @ (y / se))
+    best = int(np.argmin(steps))
+    if not 0 < best < u.size - 1 or not np.all(np.isfinite(steps[best - 1 : best + 2])):
+        return None
+    x, y = u[best - 1 : best + 2], np.log(steps[best - 1 : best + 2])
+    c, b, _ = np.polyfit(x, y, 2)
     if not c > 0:
         return None
-    u_star, y_star = -b / (2 * c), a - b * b / (4 * c)
-    du = np.array([0.0, -1 / (2 * c), b / (2 * c * c)])
-    dy = np.array([1.0, -b / (2 * c), b * b / (4 * c * c)])
-    return float(u_star), float(np.sqrt(du @ cov @ du)), float(y_star), float(np.sqrt(dy @ cov @ dy))
+    vertex = -b / (2 * c)
+    return float(vertex) if x[0] <= vertex <= x[-1] else None
