@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import dynamics, plots, theory
+from . import dynamics, plots, spectra, theory
 from .montecarlo import one_step_improvement, simulate
 from .problem import NoisyQuadratic
 
@@ -139,6 +139,25 @@ def simulation(d: int = 1000, seed: int = 0, target: float = 0.01):
     return fig
 
 
+def sign_surge(d: int = 100, seed: int = 0, target: float = 0.01):
+    """Sign descent's exact optimal step against B: the surge on a rotated problem, none with H diagonal in x."""
+    h = 1.0 / np.arange(1, d + 1)
+    rotated = NoisyQuadratic.with_parameter_noise(h, spectra.random_rotation(d, seed=seed), "hessian_diagonal")
+    diagonal = NoisyQuadratic(h, np.diag(rotated.parameter_sigma).copy())  # the same noise per parameter, H diagonal
+    theta = np.random.default_rng(seed).standard_normal(d)
+    batch = np.geomspace(1, 1e9, 300)
+    curves = {}
+    cases = [(rotated, "rotated H", scale) for scale in (1.0, 0.1, 0.01)] + [(diagonal, "H diagonal in x", 0.1)]
+    for problem, name, scale in cases:
+        th = scale * (theta if problem is diagonal else rotated.basis.T @ theta)  # the same x in both
+        limit = float(theory.sign_optimal_step(problem, th, np.inf))
+        curves[f"{name}, |θ| × {scale:g}"] = theory.sign_optimal_step(problem, th, batch) / limit
+    fig, (ax,) = plots.new_axes(1, width=5.6)
+    plots.labelled_curves(batch, curves, ax=ax, xscale="log", xlabel="batch size B", ylabel="ε_opt(B) / ε_∞")
+    ax.set_title(f"sign descent's optimal step: the surge (h = 1/i, Σ_x = diag(H_x), d = {d})", fontsize=9)
+    return fig
+
+
 FIGURES = {
     "laws": laws,
     "parabolas": parabolas,
@@ -146,6 +165,7 @@ FIGURES = {
     "steps": steps,
     "noise-scale": noise_scale,
     "simulation": simulation,
+    "sign-surge": sign_surge,
 }
 
 

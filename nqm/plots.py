@@ -20,6 +20,7 @@ __all__ = [
     "pareto_frontier",
     "steps_vs_batch",
     "noise_scale_over_training",
+    "labelled_curves",
     "LINES",
 ]
 
@@ -82,6 +83,14 @@ def theory_vs_simulation(
     for i, y in enumerate(ys):
         ax.plot(theory_x, y, color="0.15", lw=1.2, label=theory_label if i == 0 else None, zorder=1)
     _points(ax, points)
+    return _finish(ax, xlabel, ylabel, title, xscale, yscale)
+
+
+def labelled_curves(x, curves: dict, *, ax=None, xlabel="", ylabel="", title="", xscale="linear", yscale="linear"):
+    """Curves ``label → y`` over the common abscissae ``x``, one line style each (colour, then dash)."""
+    ax = _axes(ax)
+    for i, (label, y) in enumerate(curves.items()):
+        ax.plot(x, y, label=label, **_line(i))
     return _finish(ax, xlabel, ylabel, title, xscale, yscale)
 
 

@@ -39,6 +39,9 @@ def test_each_plot_function_returns_its_axes_and_draws_the_given_data():
     assert any(line.get_xdata()[0] == 8.0 for line in ax.lines[1:])  # B_crit marked
     ax = plots.noise_scale_over_training(np.arange(5), np.ones(5), 2 * np.ones(5))
     assert len(ax.lines) == 2
+    ax = plots.labelled_curves(x, {"a": x, "b": 2 * x}, xscale="log")
+    np.testing.assert_allclose(ax.lines[1].get_ydata(), 2 * x)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a", "b"] and ax.get_xscale() == "log"
 
 
 def test_an_axes_can_be_passed_in():
