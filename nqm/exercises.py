@@ -75,6 +75,15 @@ def _bsimple_from_two_batches(p, theta, seed=0, draws=400, b_small=4, b_big=64):
     return float(trace / g2)
 
 
+def _sign_limit_by_hand(p, theta):
+    """Σ|G_i| / (sign(G)ᵀ H_x sign(G)) in the parameter coordinates x = Qθ (every G_i ≠ 0)."""
+    q = np.eye(p.d) if p.basis is None else p.basis
+    g = q @ (p.h * theta)  # G_x = Q G, G = Hθ in H's eigenbasis
+    s = np.sign(g)
+    h_x = (q * p.h) @ q.T
+    return float(np.abs(g).sum() / (s @ h_x @ s))
+
+
 EXERCISES = {
     "noise-scale-by-hand": Exercise(
         "B_noise = tr(HΣ)/(GᵀHG) at θ, computed with NumPy from p.h, p.c and θ (not theory.noise_scale)",
@@ -99,6 +108,13 @@ EXERCISES = {
         _momentum_break_even,
         _momentum_break_even,
         0.0,
+    ),
+    "sign-large-batch-limit": Exercise(
+        "sign descent's optimal step as B → ∞, Σ|G_i|/(sign(G)ᵀH_x sign(G)) in the parameter coordinates, with "
+        "NumPy from p.h, p.basis and θ (not theory.sign_optimal_step)",
+        lambda p, theta: float(theory.sign_optimal_step(p, theta, np.inf)),
+        _sign_limit_by_hand,
+        1e-8,
     ),
     "simple-noise-scale-estimate": Exercise(
         "B_simple = tr(Σ)/|G|² at θ estimated from 400 pairs of batch-gradient norms at B = 4 and 64 (within 15 %)",

@@ -40,8 +40,8 @@ def run_notebook(path: Path) -> dict:
     return namespace
 
 
-def test_there_are_five_notebooks_each_with_parameters_and_an_exercise():
-    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05"]
+def test_there_are_six_notebooks_each_with_parameters_and_an_exercise():
+    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06"]
     for path in NOTEBOOKS:
         book = json.loads(path.read_text())
         tags = [t for c in book["cells"] for t in c["metadata"].get("tags", [])]
