@@ -45,6 +45,7 @@ class Budget:
     d_adam: int = 32
     adam_replicas: int = 64
     adam_log2_batch: int = 8
+    d_adam_surge: int = 16
 
     @classmethod
     def make(cls, quick: bool) -> Budget:
@@ -74,6 +75,7 @@ class Budget:
                 d_adam=32,
                 adam_replicas=64,
                 adam_log2_batch=8,
+                d_adam_surge=16,
             )
         return cls(
             quick=False,
@@ -100,6 +102,7 @@ class Budget:
             d_adam=128,
             adam_replicas=128,
             adam_log2_batch=10,
+            d_adam_surge=32,
         )
 
 
