@@ -35,6 +35,8 @@ __all__ = [
     "optimal_improvement",
     "expected_improvement",
     "step_moments",
+    "preconditioned_simple_noise_scale",
+    "adam_preconditioner",
     "sign_moments",
     "sign_step_moments",
     "sign_improvement",
@@ -140,6 +142,38 @@ def expected_improvement(p: NoisyQuadratic, theta, lr, batch_size, precond=None)
     b = check_batch_size(batch_size)
     gpg, gphpg, tr = step_moments(p, theta, precond)
     return e * gpg - 0.5 * e * e * (gphpg + _divide(tr, b))
+
+
+# -- the noise scale an adaptive optimiser's preconditioner sees ----------------------------------------------
+def preconditioned_simple_noise_scale(p: NoisyQuadratic, theta, precond_x):
+    r"""The simple noise scale of preconditioned gradients, with P diagonal in the parameter coordinates x = Qθ:
+
+    .. math:: B_\text{simple}(P) = \frac{\operatorname{tr}(P\Sigma_x P)}{|P G_x|^2}
+              = \frac{\sum_i p_i^2 (\Sigma_x)_{ii}}{\sum_i p_i^2 G_{x,i}^2}
+
+    With ``precond_x`` = 1/(√v̂ + eps) from Adam's second moment this is what adaptdl's ``AdamGradientNoiseScale``
+    estimates: its two-batch estimates of |G|² and tr Σ are taken on P·g (AdaptDL, Qiao et al. 2021, OSDI; the
+    estimator of McCandlish et al. 2018, arXiv:1812.06162, App. A.1, on preconditioned gradients). ``theta`` is in
+    H's eigenbasis, shape (..., d); ``precond_x`` (d,) or broadcasting against theta.
+    """
+    th = _theta(p, theta)
+    pre = np.asarray(precond_x, dtype=np.float64)
+    if pre.shape[-1:] != (p.d,) or np.any(~np.isfinite(pre)) or np.any(pre <= 0):
+        raise ValueError(f"precond_x must hold finite values > 0 with last axis {p.d}, got shape {pre.shape}")
+    g = gradient(p, th)
+    g = g if p.basis is None else g @ p.basis.T
+    noise = np.diag(p.parameter_sigma)
+    return _divide(np.sum(pre * pre * noise, axis=-1), np.sum((pre * g) ** 2, axis=-1))
+
+
+def adam_preconditioner(p: NoisyQuadratic, theta, batch_size, eps: float = 1e-8):
+    r"""``1/(√v + eps)`` per parameter with v = E[g_B²] = G_x² + (Σ_x)_ii/B at θ: Adam's preconditioner once its
+    second moment has averaged many gradients at (nearly) the same θ (its bias-corrected v̂ tends to this)."""
+    th = _theta(p, theta)
+    b = check_batch_size(batch_size)
+    g = gradient(p, th)
+    g = g if p.basis is None else g @ p.basis.T
+    return 1.0 / (np.sqrt(g * g + np.diag(p.parameter_sigma) / b[..., None]) + float(eps))
 
 
 # -- sign descent ----------------------------------------------------------------------------------------

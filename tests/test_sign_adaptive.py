@@ -348,3 +348,35 @@ def test_fused_loop_is_the_same_on_one_or_two_threads():
     one = nqm.simulate(p, optim.adam(0.01), threads=1, **kw)
     two = nqm.simulate(p, optim.adam(0.01), threads=2, **kw)
     np.testing.assert_array_equal(one.losses, two.losses)
+
+
+# -- the noise scale Adam's preconditioner sees (adaptdl's AdamGradientNoiseScale) -----------------------------------
+def test_preconditioned_two_batch_estimates_match_the_exact_noise_scale():
+    """adaptdl's estimator: two-batch estimates of |G|² and tr Σ on P·g (P from Adam's second moment, diagonal in
+    x), averaged over draws, their ratio against tr(PΣ_xP)/|PG_x|². Planted error: the unpreconditioned B_simple."""
+    from nqm import estimators, noise
+    from validation.stats import ratio_of_means
+
+    p = _correlated_problem(12)
+    theta = np.random.default_rng(4).normal(size=p.d) * 0.5
+    pre = theory.adam_preconditioner(p, theta, 8)
+    g_x = p.basis @ (p.h * theta)
+    rng = np.random.default_rng(5)
+    draws = 20_000
+
+    def preconditioned_norms(b):
+        xi = noise.minibatch_noise(rng, p, b, draws) @ p.basis.T  # the batch noise in x
+        return np.sum((pre * (g_x + xi)) ** 2, axis=1)
+
+    g2, trace = estimators.two_batch_estimates(preconditioned_norms(4), preconditioned_norms(64), 4, 64)
+    measured, se = ratio_of_means(trace, g2)
+    z = critical_z(1, ALPHA_TEST)
+    assert abs(measured - float(theory.preconditioned_simple_noise_scale(p, theta, pre))) <= z * se
+    assert abs(measured - float(theory.simple_noise_scale(p, theta))) > z * se, "no power against P = I"
+    np.testing.assert_allclose(
+        theory.preconditioned_simple_noise_scale(p, theta, np.ones(p.d)),
+        theory.simple_noise_scale(p, theta),
+        rtol=1e-12,
+    )
+    with pytest.raises(ValueError, match="precond_x"):
+        theory.preconditioned_simple_noise_scale(p, theta, -np.ones(p.d))
