@@ -76,6 +76,8 @@ OPTIMISERS = {
     "momentum+ema": optim.ema(optim.heavy_ball(0.5, 0.6), 0.9),
     "nesterov": optim.nesterov(0.5, 0.6),
     "nesterov+ema": optim.ema(optim.nesterov(0.5, 0.6), 0.9),
+    "sign-SGD": optim.sign_sgd(0.002),  # the adaptive kernel, nqm_adaptive_run
+    "adam": optim.adam(0.002, 0.9, 0.999, 1e-8),
 }
 
 

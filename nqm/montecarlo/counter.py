@@ -5,9 +5,10 @@ The noise of replica r, coordinate i in update t + 1 (t = 0, 1, …) is entry t 
 depends on how the work is split. On CuPy a diagonal problem runs in the fused kernel of
 ``nqm/montecarlo/cuda/fused.cu`` (state in registers across a chunk of steps, noise drawn in-kernel, the loss reduced
 in-kernel in float64); on NumPy the loop below does the same arithmetic in the same order, so it is the
-kernel's executable specification. Dense Σ, a rotated basis or an optimiser that is not linear take the
-general loop, the optimiser's ``update`` with matrix products where needed (cuBLAS on the GPU), on the same
-normals.
+kernel's executable specification. Elementwise optimisers that are not linear (sign descent, signum, RMSprop,
+Adam) run fused.cu's ``nqm_adaptive_run`` on diagonal problems, mirrored by a loop over their own ``apply``. Dense
+Σ, a rotated basis or an optimiser that couples the coordinates take the general loop, the optimiser's
+``update`` with matrix products where needed (cuBLAS on the GPU), on the same normals.
 
 Neither the chunking of steps into launches nor the batching of replicas changes a result: both only
 change which counters are computed together.
@@ -20,13 +21,23 @@ from functools import partial
 import numpy as np
 
 from ..noise import correlate
+from ..optim import Adam, RmsProp, SignSgd, Signum
 from ..problem import NoisyQuadratic, check_precond
 from .backend import kernels, replica_batch, to_host
 from .basis import WorkingBasis
 from .philox import STREAM_INIT, STREAM_NOISE, normal_block, seed_key
 from .recurrence import DiagonalRecurrence, diagonal_recurrence
 
-__all__ = ["simulate_counter", "initial_theta", "replica_loss", "diagonal_rows", "chunks", "KIND_CODES"]
+__all__ = [
+    "simulate_counter",
+    "initial_theta",
+    "replica_loss",
+    "diagonal_rows",
+    "elementwise_rows",
+    "elementwise_parameters",
+    "chunks",
+    "KIND_CODES",
+]
 
 _CPU_BATCH_ELEMENTS = 1 << 18  # rows × d per batch on the CPU: Philox's uint64 temporaries stay small
 _GPU_CHUNK_UPDATES = 1 << 37  # coordinate-updates per kernel launch (about 0.7 s at the 2·10¹¹/s target)
@@ -172,6 +183,86 @@ def _general_rows(xp, key, x, p, opt, batch_size, steps, record, row0):
     return losses, basis.to_eigenbasis(state[0])
 
 
+def elementwise_parameters(opt) -> tuple[int, float, float, float, float, float] | None:
+    """The arguments ``(kind, lr, β₁, β₂, eps, decay)`` of fused.cu's ``nqm_adaptive_run`` for an elementwise
+    optimiser that is not linear (decay = 1 − ε·λ, 1 without weight decay); None for one the kernel does not run."""
+    if isinstance(opt, SignSgd):
+        return 0, opt.lr, 0.0, 0.0, 0.0, 1.0
+    if isinstance(opt, Signum):
+        return 1, opt.lr, opt.momentum, 0.0, 0.0, 1.0
+    if isinstance(opt, RmsProp):
+        return 2, opt.lr, 0.0, opt.beta2, opt.eps, 1.0
+    if isinstance(opt, Adam):
+        return 3, opt.lr, opt.beta1, opt.beta2, opt.eps, 1.0 - opt.lr * opt.weight_decay
+    return None
+
+
+def _elementwise_chunk_numpy(key, x, aux, opt, h, sd, row0, t0, t1, ck, part):
+    """``nqm_adaptive_run`` of fused.cu in NumPy: steps t0+1 … t1 of ``opt.apply`` (:mod:`nqm.optim`) on all rows,
+    with the gradient ``z·sd + x·h`` on the Philox normals; losses at ``ck`` into ``part``."""
+    rows, d = x.shape
+    coords, reps = np.arange(d)[None, :], row0 + np.arange(rows)[:, None]
+    h_t, sd_t = h.astype(x.dtype), sd.astype(x.dtype)
+    g, buf = np.empty_like(x), np.empty_like(x)
+    k = 0
+    if k < ck.size and ck[k] == t0:
+        part[:, k] = replica_loss(np, x, h)
+        k += 1
+    z = None
+    for t in range(t0, t1):
+        if z is None or t % 4 == 0:
+            z = normal_block(np, key, t // 4, coords, reps, STREAM_NOISE, x.dtype)
+        np.multiply(z[t % 4], sd_t, out=g)
+        np.multiply(x, h_t, out=buf)
+        g += buf
+        opt.apply(x, aux, g, buf, t + 1)
+        if k < ck.size and ck[k] == t + 1:
+            part[:, k] = replica_loss(np, x, h)
+            k += 1
+    return x, aux
+
+
+def _elementwise_chunk_cupy(cp, key, x, aux, opt, h, sd, row0, t0, t1, ck, part):
+    """One launch of ``nqm_adaptive_run`` (in place on x and the auxiliary arrays)."""
+    rows, d = x.shape
+    run = kernels(cp).get_function("nqm_adaptive_run_f32" if x.dtype == np.float32 else "nqm_adaptive_run_f64")
+    null = np.uint64(0)  # a null pointer argument
+    kind, lr, beta1, beta2, eps, decay = elementwise_parameters(opt)
+    mom = aux[0] if kind in (1, 3) else null  # signum's m, Adam's m
+    sec = aux[-1] if kind in (2, 3) else null  # RMSprop's v, Adam's v
+    scalars = tuple(np.float64(v) for v in (lr, beta1, beta2, eps, decay))
+    args = (x, mom, sec, cp.asarray(sd, dtype=x.dtype), h, np.int32(kind), *scalars, np.int32(d), np.int32(rows))
+    args += (np.int64(row0), np.int64(t0), np.int64(t1), cp.asarray(ck, dtype=cp.int64), np.int32(ck.size), part)
+    args += (np.int32(part.shape[1]), np.uint32(key[0]), np.uint32(key[1]))
+    run(((d + _THREADS - 1) // _THREADS, min(rows, 65535)), (_THREADS,), args)
+    return x, aux
+
+
+def elementwise_rows(xp, key, x, opt, h, sd, record, row0, chunk_list, launch=None):
+    """Rows [row0, row0 + len(x)) of a diagonal problem under an elementwise optimiser that is not linear: one launch
+    of fused.cu's ``nqm_adaptive_run`` (or its NumPy mirror) per chunk. ``sd`` is √(c/B) per coordinate.
+
+    ``launch(key, x, aux, opt, h, sd, row0, t0, t1, ck, part) -> (x, aux)``: the kernel on CuPy, the mirror on NumPy
+    (the tests also pass the kernel source compiled for the CPU).
+    """
+    if launch is None:
+        launch = _elementwise_chunk_numpy if xp is np else partial(_elementwise_chunk_cupy, xp)
+    rows = x.shape[0]
+    h = xp.asarray(h, dtype=xp.float64)
+    aux = [xp.zeros_like(x) for _ in range(opt.slots)]
+    losses = np.zeros((rows, record.size))
+    if not chunk_list:  # no steps: the loss of θ₀ only
+        losses[:, 0] = to_host(xp, replica_loss(xp, x, h))
+    for t0, t1 in chunk_list:
+        lo = int(np.searchsorted(record, t0, side="left" if t0 == 0 else "right"))
+        hi = int(np.searchsorted(record, t1, side="right"))
+        ck = record[lo:hi]
+        part = xp.zeros((rows, max(1, ck.size)))
+        x, aux = launch(key, x, aux, opt, h, sd, row0, t0, t1, ck, part)
+        losses[:, lo:hi] = to_host(xp, part[:, : ck.size])
+    return losses, x
+
+
 def chunks(steps: int, chunk_steps: int) -> list[tuple[int, int]]:
     """Consecutive (t0, t1] step ranges of at most ``chunk_steps`` covering 0 … steps."""
     return [(t, min(steps, t + chunk_steps)) for t in range(0, steps, chunk_steps)]
@@ -206,6 +297,8 @@ def simulate_counter(
     on_gpu = xp is not np
     itemsize = np.dtype(dtype).itemsize
     rec = diagonal_recurrence(p, opt, batch_size) if p.is_diagonal and opt.linear else None
+    fused_elementwise = p.is_diagonal and not opt.linear and elementwise_parameters(opt) is not None
+    noise_sd = np.sqrt(p.c / batch_size)
     if batch_rows is None:
         if on_gpu:
             free = xp.cuda.runtime.memGetInfo()[0] + xp.get_default_memory_pool().free_bytes()
@@ -225,10 +318,12 @@ def simulate_counter(
     for row0 in range(0, replicas, int(batch_rows)):
         rows = min(int(batch_rows), replicas - row0)
         x = initial_theta(xp, key, theta0, sd, rows, row0, d, dtype)
-        if rec is None:
-            part, x = _general_rows(xp, key, x, p, opt, batch_size, steps, record, row0)
-        else:
+        if rec is not None:
             part, x = diagonal_rows(xp, key, x, rec, p.h, record, row0, chunk_list)
+        elif fused_elementwise:
+            part, x = elementwise_rows(xp, key, x, opt, p.h, noise_sd, record, row0, chunk_list)
+        else:
+            part, x = _general_rows(xp, key, x, p, opt, batch_size, steps, record, row0)
         losses[row0 : row0 + rows] = part
         if keep_state:
             state[row0 : row0 + rows] = to_host(xp, x)

@@ -67,7 +67,19 @@ static inline void sincospif(float x, float *s, float *c) {
     *s = (float)std::sin(M_PI * (double)x);
     *c = (float)std::cos(M_PI * (double)x);
 }
+// Correctly rounded single operations: on the CPU a plain operation is one (no FMA instructions without -mfma).
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline double __ddiv_rn(double a, double b) { return a / b; }
+static inline double __dsqrt_rn(double a) { return std::sqrt(a); }
 using std::log;
+using std::pow;
 using std::sqrt;
 
 #include "fused.cu"
@@ -131,5 +143,24 @@ extern "C" void emu_run(int f32, void *theta, void *aux, void *avg, const void *
         else
             nqm_run_f64((double *)theta, (double *)aux, (double *)avg, (const double *)coef, h, kind, gamma, d, rows,
                         row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
+    });
+}
+
+extern "C" void emu_adaptive_run(int f32, void *theta, void *mom, void *sec, const void *sd, const double *h, int kind,
+                                 double lr, double beta1, double beta2, double eps, double decay, int d, int rows,
+                                 long long row0, long long t0, long long t1, const long long *ck, int n_ck,
+                                 double *losses, int ld, u32 k0, u32 k1, unsigned grid_y) {
+#ifdef NQM_EMU_THREADS
+    const unsigned threads = NQM_EMU_THREADS;
+#else
+    const unsigned threads = 1;
+#endif
+    launch((d + threads - 1) / threads, grid_y, [&] {
+        if (f32)
+            nqm_adaptive_run_f32((float *)theta, (float *)mom, (float *)sec, (const float *)sd, h, kind, lr, beta1,
+                                 beta2, eps, decay, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
+        else
+            nqm_adaptive_run_f64((double *)theta, (double *)mom, (double *)sec, (const double *)sd, h, kind, lr, beta1,
+                                 beta2, eps, decay, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
     });
 }

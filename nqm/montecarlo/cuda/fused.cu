@@ -196,3 +196,115 @@ extern "C" __global__ void nqm_run_f64(double *theta, double *aux, double *avg, 
                                        u32 k1) {
     nqm_run<double>(theta, aux, avg, coef, h, kind, gamma, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
 }
+
+// Optimisers that are not linear, elementwise (nqm/optim.py: SignSgd, Signum, RmsProp, Adam/AdamW), on diagonal
+// problems. One thread owns one (replica, coordinate) and keeps θ, m and v in registers; the gradient is
+// g = h·x + sd·z with sd = √(c/B). The arithmetic is each optimiser's `apply` in nqm/optim.py, operation by
+// operation and rounded at each one (the _rn intrinsics forbid fused multiply-adds), so that the kernel and its
+// NumPy mirror (nqm/montecarlo/counter.py, which runs `apply` itself) take the same signs:
+//   kind 0 sign descent:  x ← x − lr·sign(g)
+//   kind 1 signum:        m ← (m − g)·β₁ + g,  x ← x − lr·sign(m)
+//   kind 2 RMSprop:       v ← (v − g²)·β₂ + g²,  x ← x − (g/(√v + eps))·lr
+//   kind 3 Adam(W):       x ← x·decay;  m, v as above;  x ← x − (m/(√v + eps·√b₂))·(lr·√b₂/b₁),  b_i = 1 − β_iᵘ
+// at update u = t + 1. Scalars arrive in double and are rounded to T where the mirror's NumPy does so.
+template <typename T> struct Exact;
+
+template <> struct Exact<float> {
+    static __device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b); }
+    static __device__ __forceinline__ float sub(float a, float b) { return __fsub_rn(a, b); }
+    static __device__ __forceinline__ float mul(float a, float b) { return __fmul_rn(a, b); }
+    static __device__ __forceinline__ float div(float a, float b) { return __fdiv_rn(a, b); }
+    static __device__ __forceinline__ float root(float a) { return __fsqrt_rn(a); }
+};
+
+template <> struct Exact<double> {
+    static __device__ __forceinline__ double add(double a, double b) { return __dadd_rn(a, b); }
+    static __device__ __forceinline__ double sub(double a, double b) { return __dsub_rn(a, b); }
+    static __device__ __forceinline__ double mul(double a, double b) { return __dmul_rn(a, b); }
+    static __device__ __forceinline__ double div(double a, double b) { return __ddiv_rn(a, b); }
+    static __device__ __forceinline__ double root(double a) { return __dsqrt_rn(a); }
+};
+
+template <typename T> __device__ __forceinline__ T nqm_sign(T a) { return (T)((a > (T)0) - (a < (T)0)); }
+
+template <typename T>
+__device__ void nqm_adaptive_run(T *theta, T *mom, T *sec, const T *sd, const double *h, int kind, double lr,
+                                 double beta1, double beta2, double eps, double decay, int d, int rows, long long row0,
+                                 long long t0, long long t1, const long long *ck, int n_ck, double *losses, int ld,
+                                 u32 k0, u32 k1) {
+    typedef Exact<T> E;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const bool valid = i < d;
+    const T hx = valid ? (T)h[i] : (T)0, s = valid ? sd[i] : (T)0;
+    const double hi = valid ? h[i] : 0.0;
+    const T lr_t = (T)lr, b1 = (T)beta1, b2 = (T)beta2, eps_t = (T)eps, decay_t = (T)decay;
+    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+        const long long at = (long long)r * d + i;
+        T x = valid ? theta[at] : (T)0;
+        T m = (mom != nullptr && valid) ? mom[at] : (T)0;
+        T v = (sec != nullptr && valid) ? sec[at] : (T)0;
+        const u32 replica = (u32)(row0 + r);
+        int k = 0;
+        if (k < n_ck && ck[k] == t0) {
+            nqm_block_add(0.5 * hi * (double)x * (double)x, losses + (long long)r * ld + k);
+            ++k;
+        }
+        long long t = t0;
+        while (t < t1) {
+            const long long block = t >> 2;
+            T z[4];
+            nqm_normals<T>((u64)block, (u32)i, replica, 1u, k0, k1, z[0], z[1], z[2], z[3]);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                if (4 * block + j < t || t >= t1) continue;
+                const T g = E::add(E::mul(z[j], s), E::mul(x, hx));
+                if (kind == 0) {
+                    x = E::sub(x, E::mul(nqm_sign(g), lr_t));
+                } else if (kind == 1) {
+                    m = E::add(E::mul(E::sub(m, g), b1), g);
+                    x = E::sub(x, E::mul(nqm_sign(m), lr_t));
+                } else if (kind == 2) {
+                    const T g2 = E::mul(g, g);
+                    v = E::add(E::mul(E::sub(v, g2), b2), g2);
+                    x = E::sub(x, E::mul(E::div(g, E::add(E::root(v), eps_t)), lr_t));
+                } else {
+                    const double u = (double)(t + 1), root_b2 = sqrt(1.0 - pow(beta2, u));
+                    if (decay != 1.0) x = E::mul(x, decay_t);
+                    m = E::add(E::mul(E::sub(m, g), b1), g);
+                    const T g2 = E::mul(g, g);
+                    v = E::add(E::mul(E::sub(v, g2), b2), g2);
+                    const T den = E::add(E::root(v), (T)(eps * root_b2));
+                    x = E::sub(x, E::mul(E::div(m, den), (T)(lr * root_b2 / (1.0 - pow(beta1, u)))));
+                }
+                ++t;
+                if (k < n_ck && ck[k] == t) {
+                    nqm_block_add(0.5 * hi * (double)x * (double)x, losses + (long long)r * ld + k);
+                    ++k;
+                }
+            }
+        }
+        if (valid) {
+            theta[at] = x;
+            if (mom != nullptr) mom[at] = m;
+            if (sec != nullptr) sec[at] = v;
+        }
+    }
+}
+
+extern "C" __global__ void nqm_adaptive_run_f32(float *theta, float *mom, float *sec, const float *sd, const double *h,
+                                                int kind, double lr, double beta1, double beta2, double eps,
+                                                double decay, int d, int rows, long long row0, long long t0,
+                                                long long t1, const long long *ck, int n_ck, double *losses, int ld,
+                                                u32 k0, u32 k1) {
+    nqm_adaptive_run<float>(theta, mom, sec, sd, h, kind, lr, beta1, beta2, eps, decay, d, rows, row0, t0, t1, ck, n_ck,
+                            losses, ld, k0, k1);
+}
+
+extern "C" __global__ void nqm_adaptive_run_f64(double *theta, double *mom, double *sec, const double *sd,
+                                                const double *h, int kind, double lr, double beta1, double beta2,
+                                                double eps, double decay, int d, int rows, long long row0,
+                                                long long t0, long long t1, const long long *ck, int n_ck,
+                                                double *losses, int ld, u32 k0, u32 k1) {
+    nqm_adaptive_run<double>(theta, mom, sec, sd, h, kind, lr, beta1, beta2, eps, decay, d, rows, row0, t0, t1, ck,
+                             n_ck, losses, ld, k0, k1);
+}
