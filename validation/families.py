@@ -19,7 +19,7 @@ from nqm import spectra
 
 @dataclass(frozen=True)
 class Budget:
-    """Sizes of the experiments; ``quick`` is for the tests and a first look (≤ 30 s)."""
+    """Sizes of the experiments; ``quick`` is for the tests and a first look (under 2 minutes on 2 cores)."""
 
     quick: bool
     d_zhang: int

@@ -137,14 +137,24 @@ def diagonal_rows(xp, key, x, rec: DiagonalRecurrence, h, record, row0, chunk_li
     """
     if launch is None:
         launch = _chunk_numpy if xp is np else partial(_chunk_cupy, xp)
-    rows = x.shape[0]
     coef = xp.asarray(rec.coefficients(x.dtype))
     h = xp.asarray(h, dtype=xp.float64)
     gamma = x.dtype.type(rec.gamma)
     aux = x * x.dtype.type(rec.initial[1]) if rec.kind != "one" else None  # θ_{−1} = θ₀, or e₁θ₀
-    avg = x.copy() if rec.gamma else None
+    state = [x, aux, x.copy() if rec.gamma else None]  # θ, the second state, θ̃
+
+    def run(t0, t1, ck, part):
+        state[:] = launch(key, *state, rec.kind, coef, h, gamma, row0, t0, t1, ck, part)
+
+    return _run_chunks(xp, x, h, record, chunk_list, run), state[0]
+
+
+def _run_chunks(xp, x, h, record, chunk_list, run) -> np.ndarray:
+    """(rows, K) losses, chunk after chunk: ``run(t0, t1, ck, part)`` advances the state over steps (t0, t1] and
+    writes the losses at the chunk's checkpoints ``ck`` into ``part``; with no steps, the loss of θ₀ alone."""
+    rows = x.shape[0]
     losses = np.zeros((rows, record.size))
-    if not chunk_list:  # no steps: the loss of θ₀ only
+    if not chunk_list:
         losses[:, 0] = to_host(xp, replica_loss(xp, x, h))
     for t0, t1 in chunk_list:
         # this chunk's checkpoints: (t0, t1], and t0 itself in the first chunk
@@ -152,9 +162,9 @@ def diagonal_rows(xp, key, x, rec: DiagonalRecurrence, h, record, row0, chunk_li
         hi = int(np.searchsorted(record, t1, side="right"))
         ck = record[lo:hi]
         part = xp.zeros((rows, max(1, ck.size)))
-        x, aux, avg = launch(key, x, aux, avg, rec.kind, coef, h, gamma, row0, t0, t1, ck, part)
+        run(t0, t1, ck, part)
         losses[:, lo:hi] = to_host(xp, part[:, : ck.size])
-    return losses, x
+    return losses
 
 
 def _general_rows(xp, key, x, p, opt, batch_size, steps, record, row0):
@@ -247,20 +257,13 @@ def elementwise_rows(xp, key, x, opt, h, sd, record, row0, chunk_list, launch=No
     """
     if launch is None:
         launch = _elementwise_chunk_numpy if xp is np else partial(_elementwise_chunk_cupy, xp)
-    rows = x.shape[0]
     h = xp.asarray(h, dtype=xp.float64)
-    aux = [xp.zeros_like(x) for _ in range(opt.slots)]
-    losses = np.zeros((rows, record.size))
-    if not chunk_list:  # no steps: the loss of θ₀ only
-        losses[:, 0] = to_host(xp, replica_loss(xp, x, h))
-    for t0, t1 in chunk_list:
-        lo = int(np.searchsorted(record, t0, side="left" if t0 == 0 else "right"))
-        hi = int(np.searchsorted(record, t1, side="right"))
-        ck = record[lo:hi]
-        part = xp.zeros((rows, max(1, ck.size)))
-        x, aux = launch(key, x, aux, opt, h, sd, row0, t0, t1, ck, part)
-        losses[:, lo:hi] = to_host(xp, part[:, : ck.size])
-    return losses, x
+    state = [x, [xp.zeros_like(x) for _ in range(opt.slots)]]  # θ and the optimiser's auxiliary arrays
+
+    def run(t0, t1, ck, part):
+        state[:] = launch(key, *state, opt, h, sd, row0, t0, t1, ck, part)
+
+    return _run_chunks(xp, x, h, record, chunk_list, run), state[0]
 
 
 def chunks(steps: int, chunk_steps: int) -> list[tuple[int, int]]:

@@ -31,6 +31,34 @@ GENERAL_TILE_ELEMENTS = 1 << 16
 
 
 # -- the diagonal fast path -------------------------------------------------------------------
+class _Checkpoints:
+    """A tile's losses at the recorded steps and its progress reports; ``loss(x)`` gives each row's loss."""
+
+    def __init__(self, record, rows: int, loss, steps: int, progress, size: int):
+        self.record, self.loss, self.progress, self.size = record, loss, progress, size
+        self.losses = np.empty((rows, record.size))
+        self.k = 0
+        self.every = max(1, steps // 100)
+
+    def start(self, x):
+        if self.record[0] == 0:
+            self.losses[:, 0] = self.loss(x)
+            self.k = 1
+
+    def after(self, t: int, x):
+        """After step t with the reported iterate x."""
+        if self.k < self.record.size and self.record[self.k] == t:
+            self.losses[:, self.k] = self.loss(x)
+            self.k += 1
+        if t % self.every == 0:
+            self.progress.update(self.every * self.size)
+
+
+def _weighted_loss(weight):
+    """½Σ weight·x² per row, accumulated in float64 whatever x's dtype."""
+    return lambda x: 0.5 * (np.square(x, dtype=np.float64) @ weight)
+
+
 def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state):
     """Run one (replicas × coordinates) tile of a diagonal problem in place; return its losses.
 
@@ -62,16 +90,8 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
     plain_gain = kind == "two" or bool(np.all(gain[:, 0] == -1))
     minus_gain = None if plain_gain else -gain[:, 0]
     avg = theta.copy() if gamma > 0 else None
-    losses = np.empty((theta.shape[0], record.size))
-    k = 0
-
-    def loss_of(x):
-        return 0.5 * (np.square(x, dtype=np.float64) @ weight)
-
-    if record[0] == 0:
-        losses[:, 0] = loss_of(theta)
-        k = 1
-    report_every = max(1, steps // 100)
+    checkpoints = _Checkpoints(record, theta.shape[0], _weighted_loss(weight), steps, progress, theta.size)
+    checkpoints.start(theta)
     for t in range(1, steps + 1):
         rng.standard_normal(out=z, dtype=dtype)
         if not scaled:
@@ -104,14 +124,10 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
             avg -= theta
             avg *= gamma
             avg += theta
-        if k < record.size and record[k] == t:
-            losses[:, k] = loss_of(avg if gamma > 0 else theta)
-            k += 1
-        if t % report_every == 0:
-            progress.update(report_every * theta.size)
+        checkpoints.after(t, avg if gamma > 0 else theta)
     if keep_state and scaled:
         theta *= s
-    return losses, (theta if keep_state else None)
+    return checkpoints.losses, (theta if keep_state else None)
 
 
 def _elementwise_tile(rng, opt, h, sd, theta0, steps, record, dtype, progress, keep_state):
@@ -121,28 +137,16 @@ def _elementwise_tile(rng, opt, h, sd, theta0, steps, record, dtype, progress, k
     aux = [np.zeros_like(x) for _ in range(opt.slots)]
     g, buf = np.empty_like(x), np.empty_like(x)
     h_row, sd_row = h.astype(dtype), sd.astype(dtype)
-    losses = np.empty((x.shape[0], record.size))
-    k = 0
-
-    def loss_of(y):
-        return 0.5 * (np.square(y, dtype=np.float64) @ h)
-
-    if record[0] == 0:
-        losses[:, 0] = loss_of(x)
-        k = 1
-    report_every = max(1, steps // 100)
+    checkpoints = _Checkpoints(record, x.shape[0], _weighted_loss(h), steps, progress, x.size)
+    checkpoints.start(x)
     for t in range(1, steps + 1):
         rng.standard_normal(out=g, dtype=dtype)
         g *= sd_row
         np.multiply(x, h_row, out=buf)
         g += buf
         opt.apply(x, aux, g, buf, t)
-        if k < record.size and record[k] == t:
-            losses[:, k] = loss_of(x)
-            k += 1
-        if t % report_every == 0:
-            progress.update(report_every * x.size)
-    return losses, (x if keep_state else None)
+        checkpoints.after(t, x)
+    return checkpoints.losses, (x if keep_state else None)
 
 
 def _row(values):
@@ -168,21 +172,13 @@ def _general_tile(rng, p, basis, opt, batch_size, per_example, theta0, steps, re
     """The optimiser's own update (:mod:`nqm.optim`) on rows of replicas, one matrix-product step at a time."""
     x = basis.to_working(theta0.astype(dtype))
     state = opt.init(x)
-    losses = np.empty((x.shape[0], record.size))
-    k = 0
-    if record[0] == 0:
-        losses[:, 0] = basis.loss(opt.readout(state))
-        k = 1
-    report_every = max(1, steps // 100)
+    checkpoints = _Checkpoints(record, x.shape[0], basis.loss, steps, progress, x.size)
+    checkpoints.start(opt.readout(state))
     for t in range(1, steps + 1):
         noise = basis.to_working(minibatch_noise(rng, p, batch_size, x.shape[0], per_example, dtype))
         state = opt.update(state, basis.precondition(basis.curvature(state[0]) + noise))
-        if k < record.size and record[k] == t:
-            losses[:, k] = basis.loss(opt.readout(state))
-            k += 1
-        if t % report_every == 0:
-            progress.update(report_every * x.size)
-    return losses, (basis.to_eigenbasis(state[0]) if keep_state else None)
+        checkpoints.after(t, opt.readout(state))
+    return checkpoints.losses, (basis.to_eigenbasis(state[0]) if keep_state else None)
 
 
 def initial_theta(rng, theta0, init_var, rows, cols: slice, dtype):
