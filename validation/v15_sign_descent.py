@@ -100,9 +100,9 @@ def small_batch_approximation(p, theta, b):
     return e_max / (0.5 * (np.sqrt(b_n / b) + np.sqrt(b / b_n))), float(b_n), float(e_max)
 
 
-def eq17_limit(p, theta):
-    """Li et al.'s eq. 17 as nqm reads it: Σ|G_i| / (sign(G)ᵀ H_x sign(G))."""
-    gx = p.basis @ (p.h * theta)
+def eq17_limit(p, gx):
+    """Li et al.'s eq. 17 as nqm reads it, from the parameter-coordinate gradient G_x (its zeros exact):
+    Σ|G_i| / (sign(G)ᵀ H_x sign(G)) with sign(0) = 0."""
     s = np.sign(gx)
     return float(np.abs(gx).sum() / (s @ p.parameter_hessian @ s))
 
@@ -137,11 +137,12 @@ def _grid(p, theta, batches, replicas, seed):
 
 
 def _zero_gradient_point(p, theta):
-    """θ with the x-gradient of the parameter of largest curvature set to zero (exactly, up to rounding)."""
+    """(θ, k, G_x): the x-gradient of the parameter k of largest curvature set to zero. G_x keeps the exact zero;
+    θ = Qᵀ G_x / h gives it back up to rounding (which nqm.theory reads as zero)."""
     gx = p.basis @ (p.h * theta)
     k = int(np.argmax(np.diag(p.parameter_hessian)))
     gx[k] = 0.0
-    return p.basis.T @ gx / p.h, k
+    return p.basis.T @ gx / p.h, k, gx
 
 
 def run(ctx: Context) -> Outcome:
@@ -214,15 +215,13 @@ def run(ctx: Context) -> Outcome:
 
 
 def _zero_gradient(p, theta, replicas, seed):
-    theta0, k = _zero_gradient_point(p, theta)
+    theta0, k, gx = _zero_gradient_point(p, theta)
     limit = float(theory.sign_optimal_step(p, theta0, np.inf))
     b_peak, _ = peak(p, theta0)
     batches = np.round(max(b_peak, 1.0) * LARGE_BATCH_FACTORS)
     eps, mean, sem = _grid(p, theta0, batches, replicas, [seed, 15, 99])
     exact = theory.sign_improvement(p, theta0, eps, batches[:, None])
-    gx = p.basis @ (p.h * theta0)
-    s = np.sign(gx)
-    s[k] = 0.0  # exactly what eq. 17 assumes: sign(0) = 0, not a fair coin
+    s = np.sign(gx)  # s_k = sign(0) = 0: exactly what eq. 17 assumes, where s_k is really a fair coin
     eq17 = eps * np.abs(gx).sum() - 0.5 * eps**2 * (s @ p.parameter_hessian @ s)
     law = Check(
         name="V15 large-B law with a zero gradient coordinate [independent]",
@@ -236,7 +235,7 @@ def _zero_gradient(p, theta, replicas, seed):
     control = law.control(
         "V15 control: eq. 17's signs (s_k = 0) [independent]", "planted: E[ss ᵀ] = sign(G)sign(G)ᵀ", eq17.ravel()
     )
-    li = eq17_limit(p, theta0)
+    li = eq17_limit(p, gx)
     row = [
         f"mid point with (G_x)_{k} = 0",
         limit,
