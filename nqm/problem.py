@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import problem_file
 from .checks import as_vector, check_positive_vector
 
 __all__ = ["NoisyQuadratic", "check_precond"]
@@ -166,6 +167,27 @@ class NoisyQuadratic:
             raise ValueError(f"sigma_x must have shape ({h.size},) or ({h.size}, {h.size}), got {sx.shape}")
         sigma = q.T @ sx @ q
         return cls(h, sigma=0.5 * (sigma + sigma.T), basis=q, name=name or f"rotated, {label} (d={h.size})")
+
+    @classmethod
+    def from_dict(cls, spec: dict, *, base_dir=None) -> NoisyQuadratic:
+        """The problem a description holds (the tables of a problem file, :mod:`nqm.problem_file`).
+
+        Example:
+            >>> spec = {"spectrum": {"kind": "power_law", "d": 3, "exponent": 1.0}, "noise": {"kind": "power"}}
+            >>> NoisyQuadratic.from_dict(spec).h.tolist()
+            [1.0, 0.5, 0.3333333333333333]
+        """
+        return cls._from_parsed(problem_file.parse(spec, base_dir=base_dir))
+
+    @classmethod
+    def from_file(cls, path) -> NoisyQuadratic:
+        """The problem of a TOML problem file (:mod:`nqm.problem_file`; its ``[init] var`` is read by
+        ``problem_file.read``)."""
+        return cls._from_parsed(problem_file.read(path))
+
+    @classmethod
+    def _from_parsed(cls, parsed) -> NoisyQuadratic:
+        return cls(parsed.h, parsed.c, sigma=parsed.sigma, basis=parsed.basis, name=parsed.name)
 
     # -- presets --------------------------------------------------------------------------------
     @classmethod

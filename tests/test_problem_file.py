@@ -1,0 +1,147 @@
+"""Problem files (``nqm.problem_file``), ``NoisyQuadratic.from_file``, ``nqm.info`` and ``nqm info``: every kind
+builds what the constructor it names builds, every user error names the file and the key, and the summary's noise
+scales agree with ``nqm.theory`` evaluated another way."""
+
+import json
+
+import numpy as np
+import pytest
+
+import nqm
+from nqm import dynamics, info, problem_file, spectra, theory
+from nqm.cli import main
+
+EXAMPLE = """
+name = "power law 1.0"
+[spectrum]
+kind = "power_law"
+d = 1000
+exponent = 1.0
+[noise]
+kind = "power"
+scale = 1.0
+q = 1.0
+[init]
+var = 1.0
+"""
+
+
+def _write(tmp_path, text, name="p.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_the_issue_s_example_loads(tmp_path):
+    p = nqm.NoisyQuadratic.from_file(_write(tmp_path, EXAMPLE))
+    np.testing.assert_array_equal(p.h, spectra.power_law(1000, 1.0))
+    np.testing.assert_array_equal(p.c, spectra.noise_power(p.h, 1.0, 1.0))
+    assert p.name == "power law 1.0" and p.basis is None
+    assert problem_file.read(tmp_path / "p.toml").init_var == 1.0
+
+
+@pytest.mark.parametrize(
+    "table, expected",
+    [
+        ({"kind": "power_law", "d": 5, "exponent": 1.3, "scale": 2.0}, spectra.power_law(5, 1.3, 2.0)),
+        ({"kind": "log_uniform", "d": 6, "low": 0.01, "high": 1.0}, spectra.log_uniform(6, 0.01, 1.0)),
+        ({"kind": "uniform", "d": 4, "low": 0.5, "high": 2.0}, spectra.uniform(4, 0.5, 2.0)),
+        (
+            {"kind": "bulk_outliers", "d": 8, "low": 0.01, "high": 0.1, "outliers": [5.0, 2.0]},
+            spectra.bulk_outliers(8, (0.01, 0.1), [5.0, 2.0]),
+        ),
+    ],
+)
+def test_each_spectrum_kind_is_its_constructor(table, expected):
+    p = nqm.NoisyQuadratic.from_dict({"spectrum": table, "noise": {"kind": "power", "q": 0.5}})
+    np.testing.assert_array_equal(p.h, expected)
+    np.testing.assert_allclose(p.c, expected**0.5, rtol=1e-15)
+
+
+def test_files_noise_kinds_and_the_basis(tmp_path):
+    h = np.array([2.0, 1.0, 0.5])
+    np.save(tmp_path / "h.npy", h)
+    (tmp_path / "c.txt").write_text("0.1\n0.2\n0.3\n")
+    sigma = np.diag([1.0, 2.0, 3.0]) + 0.1
+    np.save(tmp_path / "sigma.npy", sigma)
+    spectrum = '[spectrum]\nkind = "file"\npath = "h.npy"\n'
+    p = nqm.NoisyQuadratic.from_file(_write(tmp_path, spectrum + '[noise]\nkind = "file"\npath = "c.txt"\n'))
+    np.testing.assert_array_equal(p.h, h)
+    np.testing.assert_allclose(p.c, [0.1, 0.2, 0.3])
+    dense = nqm.NoisyQuadratic.from_file(_write(tmp_path, spectrum + '[noise]\nkind = "dense"\npath = "sigma.npy"\n'))
+    np.testing.assert_allclose(dense.sigma, sigma)
+    noise = '[noise]\nkind = "misaligned"\nq = 1.0\nstrength = 0.5\nseed = 3\n'
+    text = spectrum + noise + "[basis]\nstrength = 1.0\nseed = 4\n"
+    rotated = nqm.NoisyQuadratic.from_file(_write(tmp_path, text))
+    np.testing.assert_allclose(rotated.sigma, spectra.misaligned_sigma(h, 0.5, seed=3), atol=1e-15)
+    np.testing.assert_array_equal(rotated.basis, spectra.random_rotation(3, 1.0, seed=4))
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('[spectrum]\nkind = "power_law"\nd = 5\nexponant = 1.0\n[noise]\nkind = "power"\n', "unknown key 'exponant'"),
+        ('[spectrum]\nkind = "power_law"\nd = 5\nexponent = 1.0\n', "missing table \\[noise\\]"),
+        ('[spectrum]\nkind = "zipf"\nd = 5\n[noise]\nkind = "power"\n', "kind must be one of"),
+        ('[spectrum]\nkind = "power_law"\nd = -5\nexponent = 1.0\n[noise]\nkind = "power"\n', "d must be > 0"),
+        ('[spectrum]\nkind = "power_law"\nd = 5\nexponent = "a"\n[noise]\nkind = "power"\n', "exponent must be"),
+        ('[spectrum]\nkind = "file"\npath = "none.npy"\n[noise]\nkind = "power"\n', "cannot read"),
+        ("[spectrum\n", "not valid TOML"),
+        ('[spectrum]\nkind = "power_law"\nd = 3\nexponent = 1.0\n[noise]\nkind = "power"\n[init]\nvar = -1\n', "var"),
+        ('[spectrum]\nkind = "power_law"\nd = 3\nexponent = 1.0\n[noise]\nkind = "power"\nwhat = 1\n', "'what'"),
+    ],
+)
+def test_errors_name_the_file_and_the_key(tmp_path, text, message):
+    path = _write(tmp_path, text)
+    with pytest.raises(ValueError, match=message) as excinfo:
+        nqm.NoisyQuadratic.from_file(path)
+    assert str(path) in str(excinfo.value)
+
+
+def test_a_noise_file_of_the_wrong_length_is_refused(tmp_path):
+    (tmp_path / "c.txt").write_text("0.1\n0.2\n")
+    text = '[spectrum]\nkind = "power_law"\nd = 3\nexponent = 1.0\n[noise]\nkind = "file"\npath = "c.txt"\n'
+    with pytest.raises(ValueError, match="2 variances; the spectrum has d = 3"):
+        nqm.NoisyQuadratic.from_file(_write(tmp_path, text))
+    with pytest.raises(ValueError, match="does not exist"):
+        nqm.NoisyQuadratic.from_file(tmp_path / "absent.toml")
+
+
+def test_summary_noise_scales_agree_with_the_theory_at_the_root_variance():
+    """Over θ₀ ~ N(0, diag(v)) the ratio-of-expectations noise scales are the closed forms at θ = √v (every
+    quadratic form is linear in θ_i²): an independent route through nqm.theory."""
+    p = nqm.NoisyQuadratic(spectra.log_uniform(20, 0.01, 1.0), spectra.log_uniform(20, 0.1, 2.0))
+    v = np.linspace(0.5, 2.0, 20)
+    facts = info.summary(p, init_var=v)
+    root = np.sqrt(v)
+    assert facts["B_noise_init"] == pytest.approx(float(theory.noise_scale(p, root)), rel=1e-12)
+    assert facts["B_simple_init"] == pytest.approx(float(theory.simple_noise_scale(p, root)), rel=1e-12)
+    assert facts["eps_max_init"] == pytest.approx(float(theory.max_step(p, root)), rel=1e-12)
+    assert facts["L0"] == pytest.approx(0.5 * float(p.h @ v), rel=1e-15)
+
+
+def test_summary_with_a_target_reports_the_exact_optimal_runs():
+    p = nqm.NoisyQuadratic.zhang2019(200)
+    facts = info.summary(p, target=0.05)
+    runs = dynamics.optimal_steps_to_target(p, 0.05, info.BATCH_SIZES)
+    assert facts["steps"] == [float(s) for s in runs.steps]
+    s_min, e_min, _ = dynamics.fit_frontier(runs.batch_sizes, runs.steps)
+    assert facts["B_crit"] == pytest.approx(e_min / s_min, rel=1e-12)
+    along = facts["along_run"]
+    assert along["B_noise"][0] == pytest.approx(facts["B_noise_init"], rel=1e-9)  # the run starts at θ₀
+    with pytest.raises(ValueError, match="initial loss"):
+        info.summary(p, target=2 * facts["L0"])
+
+
+def test_the_info_command_prints_text_or_json_and_refuses_user_errors(tmp_path, capsys):
+    path = _write(tmp_path, EXAMPLE.replace("d = 1000", "d = 100"))
+    assert main(["info", "--problem", str(path), "--target", "0.05", "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert {"B_noise_init", "B_simple_init", "B_crit", "S_min", "E_min", "along_run"} <= set(facts)
+    assert main(["info", "--problem", str(path)]) == 0
+    assert "B_noise" in capsys.readouterr().out
+    absent = ["info", "--problem", str(tmp_path / "absent.toml")]
+    for argv in (absent, ["info", "--problem", str(path), "--target", "1e9"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("nqm info: ") and err.count("\n") == 1 and "Traceback" not in err
