@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def _plot_parser(parser: argparse.ArgumentParser) -> None:
@@ -24,6 +25,60 @@ def _plot_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=None, help="seed of the simulated points (default 0)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one line (the program and the message) with exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def _fail(command: str, message: str) -> int:
+    """A user error: one line on stderr, exit status 2."""
+    print(f"nqm {command}: {message}", file=sys.stderr)
+    return 2
+
+
+def _writable_directory(path) -> str | None:
+    """None when ``path`` is (or can be made) a writable directory, else what is wrong with it."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        return f"--out {str(path)!r} is a file; give a directory"
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        probe = p / ".nqm-write-probe"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        return f"--out {str(path)!r} cannot be written ({e.strerror or e}); choose a writable directory"
+    return None
+
+
+def _image_formats() -> set[str]:
+    from matplotlib.figure import Figure
+
+    return set(Figure().canvas.get_supported_filetypes())
+
+
+def _plot_errors(args) -> str | None:
+    """What is wrong with the plot command's arguments, checked before any figure is computed."""
+    if args.d is not None and args.d < 1:
+        return f"--d must be an integer >= 1, got {args.d}"
+    if args.target is not None and not (args.target > 0 and args.target < float("inf")):
+        return f"--target must be a finite loss > 0, got {args.target}"
+    if args.seed is not None and args.seed < 0:
+        return f"--seed must be an integer >= 0, got {args.seed}"
+    if args.name == "all":
+        if args.format not in _image_formats():
+            return f"--format {args.format!r} is not an image format; choose from {', '.join(sorted(_image_formats()))}"
+        return _writable_directory(args.out or "nqm-figures")
+    out = Path(args.out or f"{args.name}.png")
+    if out.suffix.lstrip(".") not in _image_formats():
+        return f"--out {str(out)!r} has no image extension; use .png, .svg or .pdf"
+    if out.is_dir():
+        return f"--out {str(out)!r} is a directory; give a file name"
+    return _writable_directory(out.parent if str(out.parent) else ".")
+
+
 def _plot(args) -> int:
     from nqm import gallery
 
@@ -34,16 +89,35 @@ def _plot(args) -> int:
     if not args.name:
         print("nqm plot: name a figure (nqm plot --list) or 'all'", file=sys.stderr)
         return 2
+    if args.name != "all" and args.name not in gallery.FIGURES:
+        return _fail("plot", f"unknown figure {args.name!r}; choose from {', '.join(gallery.FIGURES)} or 'all'")
+    if problem := _plot_errors(args):
+        return _fail("plot", problem)
     options = {"d": args.d, "target": args.target, "seed": args.seed}
-    if args.name == "all":
-        for path in gallery.render_all(args.out or "nqm-figures", args.format, **options):
-            print(path)
-        return 0
-    if args.name not in gallery.FIGURES:
-        print(f"nqm plot: unknown figure {args.name!r}; choose from {', '.join(gallery.FIGURES)}", file=sys.stderr)
-        return 2
-    print(gallery.render(args.name, args.out or f"{args.name}.png", **options))
+    try:
+        if args.name == "all":
+            for path in gallery.render_all(args.out or "nqm-figures", args.format, **options):
+                print(path)
+            return 0
+        print(gallery.render(args.name, args.out or f"{args.name}.png", **options))
+    except ValueError as e:  # an argument the figure cannot use (a target above its initial loss, say)
+        return _fail("plot", str(e))
     return 0
+
+
+def _validate_errors(args) -> str | None:
+    """What is wrong with the validate command's arguments, checked before any work."""
+    from validation.claims import discover
+
+    if args.seed < 0:
+        return f"--seed must be an integer >= 0, got {args.seed}"
+    if args.only is not None:
+        ids = [c.id for c in discover()]
+        chosen = {part.strip().upper() for part in str(args.only).split(",") if part.strip()}
+        if not chosen or chosen - set(ids):
+            wrong = sorted(chosen - set(ids)) or [args.only]
+            return f"--only names no check {', '.join(map(str, wrong))}; choose from {', '.join(ids)}"
+    return _writable_directory(args.out)
 
 
 def _info_parser(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +140,7 @@ def _info(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="nqm", description="Noisy quadratic model: theory and simulation.")
+    parser = _Parser(prog="nqm", description="Noisy quadratic model: theory and simulation.")
     sub = parser.add_subparsers(dest="command", required=True)
     from validation.runner import build_parser, run
 
@@ -78,9 +152,10 @@ def main(argv=None) -> int:
         try:
             return _info(args)
         except ValueError as e:
-            print(f"nqm info: {e}", file=sys.stderr)
-            return 2
+            return _fail("info", str(e))
     if args.command == "validate":
+        if problem := _validate_errors(args):
+            return _fail("validate", problem)
         summary = run(
             args.out, quick=args.quick, seed=args.seed, log=lambda m: print(m, file=sys.stderr), only=args.only
         )

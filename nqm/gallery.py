@@ -24,6 +24,17 @@ def _mid_run_point(p: NoisyQuadratic, seed: int) -> np.ndarray:
     return simulate(p, 1.0, 8, 30, replicas=2, seed=seed, keep_state=True, progress=False).state[0]
 
 
+def _check_target(p: NoisyQuadratic, target: float, largest: float | None = None) -> None:
+    """A target the figure's runs can reach: > 0 and, with the largest target it draws, below E[L(θ₀)]."""
+    loss0 = 0.5 * float(p.h.sum())  # θ₀ ~ N(0, I)
+    top = target if largest is None else largest
+    if not (np.isfinite(target) and target > 0 and top < loss0):
+        drawn = "" if largest is None else f" (the figure also draws {largest:g})"
+        raise ValueError(
+            f"target must lie between 0 and the initial loss {loss0:.4g} of {p.name}{drawn}, got {target!r}"
+        )
+
+
 def laws(d: int = 1000, seed: int = 0, target: float = 0.01):
     """ε_opt(B)/ε_max and ΔL_opt(B)/ΔL_max against B/B_noise, with one simulated step at ε_opt per point."""
     p = NoisyQuadratic.zhang2019(d)
@@ -73,6 +84,7 @@ def parabolas(d: int = 1000, seed: int = 0, target: float = 0.01):
 def pareto(d: int = 10_000, seed: int = 0, target: float = 0.01):
     """The steps/examples frontier of tuned constant-step SGD (and P = H^−½) with the fitted B_crit."""
     p = NoisyQuadratic.zhang2019(d)
+    _check_target(p, target)
     batch = 2.0 ** np.arange(2, 22)
     fig, (ax,) = plots.new_axes(1, width=6.6)
     for i, (label, pre) in enumerate((("SGD", None), ("SGD, P = H^−½", p.h**-0.5))):
@@ -86,6 +98,7 @@ def pareto(d: int = 10_000, seed: int = 0, target: float = 0.01):
 def steps(d: int = 10_000, seed: int = 0, target: float = 0.01):
     """Steps to three targets against batch size (exact optima), regimes marked around B_crit of ``target``."""
     p = NoisyQuadratic.zhang2019(d)
+    _check_target(p, target, largest=10 * target)
     batch = 2.0 ** np.arange(2, 22)
     curves, b_crit = {}, None
     for tgt in (10 * target, target, target / 10):
@@ -103,6 +116,7 @@ def steps(d: int = 10_000, seed: int = 0, target: float = 0.01):
 def noise_scale(d: int = 2000, seed: int = 0, target: float = 0.05):
     """B_noise(t) and B_simple(t) along the expected run of tuned SGD at B = 256 to ``target``."""
     p = NoisyQuadratic.zhang2019(d)
+    _check_target(p, target)
     r = dynamics.optimal_steps_to_target(p, target, [256])
     n = int(r.steps[0])
     at = np.unique(np.round(np.geomspace(1, n, 120)))
