@@ -2,7 +2,8 @@
 
 ``nqm validate [--quick] [--out DIR] [--seed N] [--only V4,V5]`` runs the validation suite;
 ``nqm plot NAME [--out FILE] [--d N] [--target T] [--seed N]`` draws a figure of :mod:`nqm.gallery`
-(``nqm plot all --out DIR`` draws every one, ``nqm plot --list`` names them);
+(``nqm plot all --out DIR`` draws every one, ``nqm plot --list`` names them, ``--problem FILE`` draws on a problem
+file's problem);
 ``nqm info --problem FILE [--target L] [--json]`` summarises a problem file (:mod:`nqm.info`).
 
 A user error (a bad argument, an unreadable problem file) is one line on stderr and exit status 2.
@@ -23,6 +24,7 @@ def _plot_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--d", type=int, default=None, help="problem dimension (default: per figure)")
     parser.add_argument("--target", type=float, default=None, help="target loss (default: per figure)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the simulated points (default 0)")
+    parser.add_argument("--problem", default=None, help="a TOML problem file to draw on (default: zhang2019(d))")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,6 +69,8 @@ def _plot_errors(args) -> str | None:
         return f"--target must be a finite loss > 0, got {args.target}"
     if args.seed is not None and args.seed < 0:
         return f"--seed must be an integer >= 0, got {args.seed}"
+    if args.problem is not None and args.d is not None:
+        return "--d sets the built-in problem's dimension; leave it out with --problem (the file sets d)"
     if args.name == "all":
         if args.format not in _image_formats():
             return f"--format {args.format!r} is not an image format; choose from {', '.join(sorted(_image_formats()))}"
@@ -95,6 +99,8 @@ def _plot(args) -> int:
         return _fail("plot", problem)
     options = {"d": args.d, "target": args.target, "seed": args.seed}
     try:
+        if args.problem is not None:
+            options["problem"], options["init_var"] = _read_problem(args.problem)
         if args.name == "all":
             for path in gallery.render_all(args.out or "nqm-figures", args.format, **options):
                 print(path)
@@ -126,15 +132,22 @@ def _info_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON with stable keys instead of text")
 
 
+def _read_problem(path):
+    """(the problem, its initial variance) of a problem file."""
+    from nqm import problem_file
+    from nqm.problem import NoisyQuadratic
+
+    parsed = problem_file.read(path)
+    return NoisyQuadratic.from_parsed(parsed), parsed.init_var
+
+
 def _info(args) -> int:
     import json
 
-    from nqm import info, problem_file
-    from nqm.problem import NoisyQuadratic
+    from nqm import info
 
-    parsed = problem_file.read(args.problem)
-    p = NoisyQuadratic(parsed.h, parsed.c, sigma=parsed.sigma, basis=parsed.basis, name=parsed.name)
-    facts = info.summary(p, init_var=parsed.init_var, target=args.target)
+    p, init_var = _read_problem(args.problem)
+    facts = info.summary(p, init_var=init_var, target=args.target)
     print(json.dumps(facts, indent=1) if args.json else info.format_summary(facts))
     return 0
 

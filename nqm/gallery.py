@@ -1,6 +1,8 @@
 """The standard figures of large-batch theory, computed with nqm's engines and drawn by :mod:`nqm.plots`.
 
-Each entry of :data:`FIGURES` is a function ``(d, seed, target) -> matplotlib Figure`` that computes its data
+Each entry of :data:`FIGURES` is a function ``(d, seed, target, problem, init_var) -> matplotlib Figure`` that
+computes its data on ``problem`` (default: Zhang et al.'s with dimension ``d``; ``nqm plot NAME --problem FILE``
+passes a problem file's) with θ₀ ~ N(0, init_var),
 with :mod:`nqm.theory`, :mod:`nqm.dynamics` and :func:`nqm.simulate` and leaves the drawing to
 :mod:`nqm.plots`. ``nqm plot NAME --out FILE`` renders one (``.svg``/``.pdf`` for vector output),
 ``nqm plot all --out DIR`` all of them (the README gallery), ``nqm plot --list`` names them.
@@ -19,14 +21,21 @@ from .problem import NoisyQuadratic
 __all__ = ["FIGURES", "render", "render_all"]
 
 
-def _mid_run_point(p: NoisyQuadratic, seed: int) -> np.ndarray:
-    """A θ from partway through a training run (30 SGD steps at ε = 1, B = 8), where the laws are interesting."""
-    return simulate(p, 1.0, 8, 30, replicas=2, seed=seed, keep_state=True, progress=False).state[0]
+def _problem(d: int, problem: NoisyQuadratic | None) -> NoisyQuadratic:
+    """The figure's problem: the one given, or Zhang et al.'s with dimension ``d``."""
+    return problem if problem is not None else NoisyQuadratic.zhang2019(d)
 
 
-def _check_target(p: NoisyQuadratic, target: float, largest: float | None = None) -> None:
+def _mid_run_point(p: NoisyQuadratic, seed: int, init_var) -> np.ndarray:
+    """A θ from partway through a training run (30 SGD steps at ε = 1/h_max, B = 8), where the laws are
+    interesting."""
+    run = simulate(p, 1.0 / p.h.max(), 8, 30, replicas=2, seed=seed, init_var=init_var, keep_state=True, progress=False)
+    return run.state[0]
+
+
+def _check_target(p: NoisyQuadratic, target: float, init_var, largest: float | None = None) -> None:
     """A target the figure's runs can reach: > 0 and, with the largest target it draws, below E[L(θ₀)]."""
-    loss0 = 0.5 * float(p.h.sum())  # θ₀ ~ N(0, I)
+    loss0 = 0.5 * float(np.sum(p.h * init_var))
     top = target if largest is None else largest
     if not (np.isfinite(target) and target > 0 and top < loss0):
         drawn = "" if largest is None else f" (the figure also draws {largest:g})"
@@ -35,10 +44,10 @@ def _check_target(p: NoisyQuadratic, target: float, largest: float | None = None
         )
 
 
-def laws(d: int = 1000, seed: int = 0, target: float = 0.01):
+def laws(d: int = 1000, seed: int = 0, target: float = 0.01, problem: NoisyQuadratic | None = None, init_var=1.0):
     """ε_opt(B)/ε_max and ΔL_opt(B)/ΔL_max against B/B_noise, with one simulated step at ε_opt per point."""
-    p = NoisyQuadratic.zhang2019(d)
-    theta = _mid_run_point(p, seed)
+    p = _problem(d, problem)
+    theta = _mid_run_point(p, seed, init_var)
     b_noise = float(theory.noise_scale(p, theta))
     x = np.geomspace(max(1 / 64, 1 / b_noise), 64, 200)  # B ≥ 1
     batch = np.maximum(1.0, x * b_noise)
@@ -51,14 +60,14 @@ def laws(d: int = 1000, seed: int = 0, target: float = 0.01):
     points = [("one simulated step at ε_opt (±1 SE)", b_sim / b_noise, sim.mean[:, 0] / best, sim.sem[:, 0] / best)]
     fig, (ax,) = plots.new_axes(1, width=5.0)
     plots.batch_size_laws(x, step_ratio, improvement_ratio, points, ax=ax)
-    ax.set_title(f"the batch-size laws (zhang2019, d = {d}, B_noise = {b_noise:.0f})", fontsize=9)
+    ax.set_title(f"the batch-size laws ({p.name}, B_noise = {b_noise:.0f})", fontsize=9)
     return fig
 
 
-def parabolas(d: int = 1000, seed: int = 0, target: float = 0.01):
+def parabolas(d: int = 1000, seed: int = 0, target: float = 0.01, problem: NoisyQuadratic | None = None, init_var=1.0):
     """The exact one-step improvement E[ΔL](ε) for four batch sizes, vertices marked, simulated steps on them."""
-    p = NoisyQuadratic.zhang2019(d)
-    theta = _mid_run_point(p, seed)
+    p = _problem(d, problem)
+    theta = _mid_run_point(p, seed, init_var)
     b_noise, eps_max = float(theory.noise_scale(p, theta)), float(theory.max_step(p, theta))
     best = float(theory.max_improvement(p, theta))
     batch = np.maximum(1, np.round(b_noise * np.array([0.25, 1.0, 4.0, 16.0])))
@@ -81,62 +90,65 @@ def parabolas(d: int = 1000, seed: int = 0, target: float = 0.01):
     return fig
 
 
-def pareto(d: int = 10_000, seed: int = 0, target: float = 0.01):
+def pareto(d: int = 10_000, seed: int = 0, target: float = 0.01, problem: NoisyQuadratic | None = None, init_var=1.0):
     """The steps/examples frontier of tuned constant-step SGD (and P = H^−½) with the fitted B_crit."""
-    p = NoisyQuadratic.zhang2019(d)
-    _check_target(p, target)
+    p = _problem(d, problem)
+    _check_target(p, target, init_var)
     batch = 2.0 ** np.arange(2, 22)
     fig, (ax,) = plots.new_axes(1, width=6.6)
     for i, (label, pre) in enumerate((("SGD", None), ("SGD, P = H^−½", p.h**-0.5))):
-        r = dynamics.optimal_steps_to_target(p, target, batch, precond=pre)
+        r = dynamics.optimal_steps_to_target(p, target, batch, precond=pre, init_var=init_var)
         s_min, e_min, _ = dynamics.fit_frontier(r.batch_sizes, r.steps)
         plots.pareto_frontier(r.steps, r.examples, s_min, e_min, label=label, ax=ax, index=i)
-    ax.set_title(f"steps vs examples to E[L] ≤ {target:g} (zhang2019, d = {d})", fontsize=9)
+    ax.set_title(f"steps vs examples to E[L] ≤ {target:g} ({p.name})", fontsize=9)
     return fig
 
 
-def steps(d: int = 10_000, seed: int = 0, target: float = 0.01):
+def steps(d: int = 10_000, seed: int = 0, target: float = 0.01, problem: NoisyQuadratic | None = None, init_var=1.0):
     """Steps to three targets against batch size (exact optima), regimes marked around B_crit of ``target``."""
-    p = NoisyQuadratic.zhang2019(d)
-    _check_target(p, target, largest=10 * target)
+    p = _problem(d, problem)
+    _check_target(p, target, init_var, largest=10 * target)
     batch = 2.0 ** np.arange(2, 22)
     curves, b_crit = {}, None
     for tgt in (10 * target, target, target / 10):
-        r = dynamics.optimal_steps_to_target(p, tgt, batch)
+        r = dynamics.optimal_steps_to_target(p, tgt, batch, init_var=init_var)
         curves[f"target {tgt:g}"] = r.steps
         if tgt == target:
             s_min, e_min, _ = dynamics.fit_frontier(r.batch_sizes, r.steps)
             b_crit = e_min / s_min
     fig, (ax,) = plots.new_axes(1, width=5.0)
     plots.steps_vs_batch(batch, curves, b_crit=b_crit, ax=ax)
-    ax.set_title(f"steps vs batch size (zhang2019, d = {d}; B_crit of target {target:g})", fontsize=9)
+    ax.set_title(f"steps vs batch size ({p.name}; B_crit of target {target:g})", fontsize=9)
     return fig
 
 
-def noise_scale(d: int = 2000, seed: int = 0, target: float = 0.05):
+def noise_scale(
+    d: int = 2000, seed: int = 0, target: float = 0.05, problem: NoisyQuadratic | None = None, init_var=1.0
+):
     """B_noise(t) and B_simple(t) along the expected run of tuned SGD at B = 256 to ``target``."""
-    p = NoisyQuadratic.zhang2019(d)
-    _check_target(p, target)
-    r = dynamics.optimal_steps_to_target(p, target, [256])
+    p = _problem(d, problem)
+    _check_target(p, target, init_var)
+    r = dynamics.optimal_steps_to_target(p, target, [256], init_var=init_var)
     n = int(r.steps[0])
     at = np.unique(np.round(np.geomspace(1, n, 120)))
-    scales = dynamics.noise_scales_along(p, r.optimizer(0), 256, n, at=at)
+    scales = dynamics.noise_scales_along(p, r.optimizer(0), 256, n, at=at, init_var=init_var)
     fig, (ax,) = plots.new_axes(1, width=5.0)
     plots.noise_scale_over_training(at, scales[:, 0], scales[:, 1], ax=ax)
     ax.set_xscale("log")
-    ax.set_title(f"noise scales over a run to E[L] ≤ {target:g} (B = 256, ε = {r.lr[0]:.3g}, d = {d})", fontsize=9)
+    ax.set_title(f"noise scales over a run to E[L] ≤ {target:g} (B = 256, ε = {r.lr[0]:.3g}, {p.name})", fontsize=9)
     return fig
 
 
-def simulation(d: int = 1000, seed: int = 0, target: float = 0.01):
+def simulation(d: int = 1000, seed: int = 0, target: float = 0.01, problem: NoisyQuadratic | None = None, init_var=1.0):
     """Exact E[L_t] of SGD at three batch sizes with simulated runs (mean ± SE of 200 replicas) on them."""
-    p = NoisyQuadratic.zhang2019(d)
+    p = _problem(d, problem)
     record = np.unique(np.round(np.geomspace(1, 2000, 25))).astype(int)
     fig, (ax,) = plots.new_axes(1, width=5.0)
     groups, curves = [], []
+    lr = 1.0 / p.h.max()
     for b in (4, 32, 256):
-        curves.append(dynamics.expected_loss(p, 1.0, b, 2000, at=record))
-        r = simulate(p, 1.0, b, 2000, 200, seed=seed + b, at=record, progress=False)
+        curves.append(dynamics.expected_loss(p, lr, b, 2000, at=record, init_var=init_var))
+        r = simulate(p, lr, b, 2000, 200, seed=seed + b, at=record, init_var=init_var, progress=False)
         groups.append((f"simulated, B = {b}", r.steps, r.mean, r.sem))
     plots.theory_vs_simulation(
         record,
@@ -147,15 +159,16 @@ def simulation(d: int = 1000, seed: int = 0, target: float = 0.01):
         yscale="log",
         xlabel="step t",
         ylabel="loss",
-        title=f"exact E[L_t] and simulated runs (ε = 1, zhang2019, d = {d})",
+        title=f"exact E[L_t] and simulated runs (ε = {lr:.3g}, {p.name})",
         theory_label="exact E[L_t]",
     )
     return fig
 
 
-def sign_surge(d: int = 100, seed: int = 0, target: float = 0.01):
+def sign_surge(d: int = 100, seed: int = 0, target: float = 0.01, problem: NoisyQuadratic | None = None, init_var=1.0):
     """Sign descent's exact optimal step against B: the surge on a rotated problem, none with H diagonal in x."""
-    h = 1.0 / np.arange(1, d + 1)
+    h = 1.0 / np.arange(1, d + 1) if problem is None else problem.h  # a given problem lends its spectrum
+    d = h.size
     rotated = NoisyQuadratic.with_parameter_noise(h, spectra.random_rotation(d, seed=seed), "hessian_diagonal")
     diagonal = NoisyQuadratic(h, np.diag(rotated.parameter_sigma).copy())  # the same noise per parameter, H diagonal
     theta = np.random.default_rng(seed).standard_normal(d)
@@ -168,7 +181,8 @@ def sign_surge(d: int = 100, seed: int = 0, target: float = 0.01):
         curves[f"{name}, |θ| × {scale:g}"] = theory.sign_optimal_step(problem, th, batch) / limit
     fig, (ax,) = plots.new_axes(1, width=5.6)
     plots.labelled_curves(batch, curves, ax=ax, xscale="log", xlabel="batch size B", ylabel="ε_opt(B) / ε_∞")
-    ax.set_title(f"sign descent's optimal step: the surge (h = 1/i, Σ_x = diag(H_x), d = {d})", fontsize=9)
+    spectrum = "h = 1/i" if problem is None else f"h of {problem.name}"
+    ax.set_title(f"sign descent's optimal step: the surge ({spectrum}, Σ_x = diag(H_x), d = {d})", fontsize=9)
     return fig
 
 

@@ -177,16 +177,17 @@ class NoisyQuadratic:
             >>> NoisyQuadratic.from_dict(spec).h.tolist()
             [1.0, 0.5, 0.3333333333333333]
         """
-        return cls._from_parsed(problem_file.parse(spec, base_dir=base_dir))
+        return cls.from_parsed(problem_file.parse(spec, base_dir=base_dir))
 
     @classmethod
     def from_file(cls, path) -> NoisyQuadratic:
         """The problem of a TOML problem file (:mod:`nqm.problem_file`; its ``[init] var`` is read by
         ``problem_file.read``)."""
-        return cls._from_parsed(problem_file.read(path))
+        return cls.from_parsed(problem_file.read(path))
 
     @classmethod
-    def _from_parsed(cls, parsed) -> NoisyQuadratic:
+    def from_parsed(cls, parsed: problem_file.ParsedProblem) -> NoisyQuadratic:
+        """The problem of a parsed description (:func:`nqm.problem_file.read` or ``parse``)."""
         return cls(parsed.h, parsed.c, sigma=parsed.sigma, basis=parsed.basis, name=parsed.name)
 
     # -- presets --------------------------------------------------------------------------------

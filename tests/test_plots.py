@@ -65,6 +65,22 @@ def test_every_gallery_figure_renders_as_vector_output(name, tmp_path):
     assert text.lstrip().startswith("<?xml") and "<svg" in text and "<path" in text
 
 
+@pytest.mark.parametrize("name", list(gallery.FIGURES))
+def test_every_gallery_figure_draws_a_problem_file_s_problem(name, tmp_path, capsys):
+    """``nqm plot NAME --problem FILE``: a power law with exponent 1.3, noise c = h^0.5, h_max = 2 (the default
+    step 1 would diverge there) and E[θ₀²] = 0.5."""
+    path = tmp_path / "p.toml"
+    path.write_text(
+        'name = "my problem"\n[spectrum]\nkind = "power_law"\nd = 60\nexponent = 1.3\nscale = 2.0\n'
+        '[noise]\nkind = "power"\nq = 0.5\n[init]\nvar = 0.5\n'
+    )
+    out = tmp_path / f"{name}.svg"
+    assert main(["plot", name, "--problem", str(path), "--target", "0.02", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out)
+    text = out.read_text()
+    assert "<svg" in text and "<path" in text
+
+
 def test_the_plot_command_lists_renders_and_refuses_unknown_names(tmp_path, capsys):
     assert main(["plot", "--list"]) == 0
     listed = capsys.readouterr().out
