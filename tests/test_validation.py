@@ -74,13 +74,18 @@ def test_python_m_validation_is_nqm_validate():
         assert "--quick" in out.stdout
 
 
-def test_only_runs_the_named_checks(tmp_path):
+def test_only_runs_the_named_checks(tmp_path, capsys):
     assert cli_main(["validate", "--quick", "--out", str(tmp_path), "--only", "V5"]) == 0
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["meta"]["only"] == ["V5"]
     assert results["checks"] and all(c["name"].startswith("V5") for c in results["checks"])
-    with pytest.raises(ValueError, match="unknown check"):
-        cli_main(["validate", "--out", str(tmp_path), "--only", "V0"])
+    capsys.readouterr()
+    assert cli_main(["validate", "--out", str(tmp_path), "--only", "V0"]) == 2  # a user error (tests/test_cli.py)
+    assert "--only names no check V0" in capsys.readouterr().err
+    from validation.runner import run
+
+    with pytest.raises(ValueError, match="unknown check"):  # called from Python, the runner raises
+        run(tmp_path, quick=True, only=["V0"])
 
 
 def test_claims_are_discovered_in_order():
