@@ -35,6 +35,7 @@ __all__ = [
     "optimal_improvement",
     "expected_improvement",
     "step_moments",
+    "parameter_gradient",
     "preconditioned_simple_noise_scale",
     "adam_preconditioner",
     "sign_moments",
@@ -144,6 +145,20 @@ def expected_improvement(p: NoisyQuadratic, theta, lr, batch_size, precond=None)
     return e * gpg - 0.5 * e * e * (gphpg + _divide(tr, b))
 
 
+def parameter_gradient(p: NoisyQuadratic, theta) -> np.ndarray:
+    """``G_x = QG``, the true gradient in the simulator's (parameter) coordinates x = Qθ; shape (..., d).
+
+    A component below the rounding error of that product (4dε_mach|G|) is an exact zero: it decides a sign at
+    B = inf (:func:`sign_moments`), where 1e-17 from rounding would otherwise count as one.
+    """
+    g = gradient(p, theta)
+    if p.basis is None:
+        return g
+    norm = np.sqrt(np.einsum("...i,...i->...", g, g))[..., None]
+    g_x = g @ p.basis.T
+    return np.where(np.abs(g_x) <= 4 * p.d * np.finfo(np.float64).eps * norm, 0.0, g_x)
+
+
 # -- the noise scale an adaptive optimiser's preconditioner sees ----------------------------------------------
 def preconditioned_simple_noise_scale(p: NoisyQuadratic, theta, precond_x):
     r"""The simple noise scale of preconditioned gradients, with P diagonal in the parameter coordinates x = Qθ:
@@ -160,8 +175,7 @@ def preconditioned_simple_noise_scale(p: NoisyQuadratic, theta, precond_x):
     pre = np.asarray(precond_x, dtype=np.float64)
     if pre.shape[-1:] != (p.d,) or np.any(~np.isfinite(pre)) or np.any(pre <= 0):
         raise ValueError(f"precond_x must hold finite values > 0 with last axis {p.d}, got shape {pre.shape}")
-    g = gradient(p, th)
-    g = g if p.basis is None else g @ p.basis.T
+    g = parameter_gradient(p, th)
     noise = np.diag(p.parameter_sigma)
     return _divide(np.sum(pre * pre * noise, axis=-1), np.sum((pre * g) ** 2, axis=-1))
 
@@ -171,8 +185,7 @@ def adam_preconditioner(p: NoisyQuadratic, theta, batch_size, eps: float = 1e-8)
     second moment has averaged many gradients at (nearly) the same θ (its bias-corrected v̂ tends to this)."""
     th = _theta(p, theta)
     b = check_batch_size(batch_size)
-    g = gradient(p, th)
-    g = g if p.basis is None else g @ p.basis.T
+    g = parameter_gradient(p, th)
     return 1.0 / (np.sqrt(g * g + np.diag(p.parameter_sigma) / b[..., None]) + float(eps))
 
 
@@ -195,8 +208,7 @@ def sign_moments(p: NoisyQuadratic, theta, batch_size):
     ``E[s_i s_j] = E[s_i]E[s_j]`` when ρ_ij = 0, and ``E[s_i²] = 1``. Derived here, not quoted: P(g_i > 0) = Φ(a_i),
     P(g_i > 0, g_j > 0) = Φ₂(a_i, a_j; ρ_ij), and s_i s_j = 1 − 2·[the signs differ]. ``batch_size`` may be
     ``inf``: then s_i = sign(G_i) where G_i ≠ 0, and pure noise where G_i = 0. A coordinate with neither gradient
-    nor noise has s_i = sign(0) = 0. With a rotated basis, a component of G_x = QG below the rounding error of
-    that product (4dε_mach|G|) is taken as an exact zero.
+    nor noise has s_i = sign(0) = 0. G_x is :func:`parameter_gradient`'s (rounding residues are exact zeros).
     """
     th = _theta(p, theta)
     if th.ndim != 1:
@@ -241,14 +253,7 @@ class _SignInputs:
     which signs are random or non-zero (``alive``), and the correlated pairs (i, j, ρ) with i < j."""
 
     def __init__(self, p: NoisyQuadratic, th, b):
-        g = gradient(p, th)
-        if p.basis is not None:
-            # G_x = QG, rows of points. A component below the rounding error of that product is a zero gradient:
-            # it decides s_i at B = inf, where 1e-17 from rounding would otherwise count as a sign.
-            norm = np.sqrt(np.einsum("ki,ki->k", g, g))[:, None]
-            g = g @ p.basis.T
-            g = np.where(np.abs(g) <= 4 * p.d * np.finfo(np.float64).eps * norm, 0.0, g)
-        self.g = g
+        self.g = parameter_gradient(p, th)  # rows of points
         self.hx, sx = p.parameter_hessian, p.parameter_sigma
         sd = np.sqrt(np.clip(np.diag(sx), 0.0, None))
         with np.errstate(divide="ignore", invalid="ignore"):

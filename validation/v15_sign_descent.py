@@ -88,7 +88,7 @@ def peak(p, theta):
 
 def small_batch_approximation(p, theta, b):
     """Li et al.'s form from the small-a expansion (module docstring): (ε(B), B_n, ε_max); nan where S ≤ 0."""
-    gx = p.basis @ (p.h * theta)
+    gx = theory.parameter_gradient(p, theta)
     hx, sd = p.parameter_hessian, np.sqrt(np.diag(p.parameter_sigma))
     u = gx / sd
     s = u @ hx @ u - np.sum(np.diag(hx) * u * u)
@@ -114,7 +114,7 @@ def _measurable(p, theta, batches, replicas):
     """The batch sizes at which ``replicas`` steps are expected to see at least MIN_FLIPS signs against their
     gradient. Past them the signs are all but certain: a sample then misses the rare flips that the exact law
     counts (a bias of order p·ΔL) and its standard error, blind to them, shrinks to rounding."""
-    gx = p.basis @ (p.h * theta)
+    gx = theory.parameter_gradient(p, theta)
     sd = np.sqrt(np.diag(p.parameter_sigma))
     a = np.abs(gx)[None, :] * np.sqrt(np.asarray(batches, dtype=np.float64))[:, None] / sd
     flips = replicas * special.ndtr(-a).sum(axis=1)
@@ -139,7 +139,7 @@ def _grid(p, theta, batches, replicas, seed):
 def _zero_gradient_point(p, theta):
     """(θ, k, G_x): the x-gradient of the parameter k of largest curvature set to zero. G_x keeps the exact zero;
     θ = Qᵀ G_x / h gives it back up to rounding (which nqm.theory reads as zero)."""
-    gx = p.basis @ (p.h * theta)
+    gx = theory.parameter_gradient(p, theta)
     k = int(np.argmax(np.diag(p.parameter_hessian)))
     gx[k] = 0.0
     return p.basis.T @ gx / p.h, k, gx

@@ -23,7 +23,7 @@ import numpy as np
 from scipy import optimize
 
 import nqm
-from nqm import dynamics, optim, plots, spectra, theory
+from nqm import dynamics, info, optim, plots, spectra, theory
 
 from .claims import Context, Outcome
 from .report import Table
@@ -123,8 +123,8 @@ def _laws_table(p, batches, lr, lr_se, steps, sgd, pre, bracketed):
         adaptdl = float(theory.preconditioned_simple_noise_scale(p, ones, theory.adam_preconditioner(p, ones, b_star)))
     except (RuntimeError, ValueError, TypeError):  # too few bracketed batch sizes to fit three parameters
         adam_law = ["—", "—"]
-    h, c = p.h, p.c
-    b_noise, b_simple = float(h @ c / (h**3).sum()), float(c.sum() / (h**2).sum())  # ratios of E over θ₀
+    start = info.summary(p)  # ratios of expectations over θ₀ ~ N(0, I)
+    b_noise, b_simple = start["B_noise_init"], start["B_simple_init"]
     for name, law, s, b_scale, adaptive in (
         ("Adam (Monte Carlo)", adam_law, steps, b_simple, adaptdl),
         ("SGD (exact)", _exact_law(batches, sgd.lr), sgd.steps_continuous, b_noise, "—"),

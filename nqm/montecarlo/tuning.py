@@ -28,7 +28,7 @@ from .simulation import simulate
 
 __all__ = ["SimulatedSteps", "TunedStep", "steps_to_target", "tune_lr", "first_crossing", "window_average"]
 
-_VERTEX_KEY, _RERUN_KEY = 2**31 - 1, 2**31 - 2  # streams apart from the grid's cells (0, 1, …)
+_BOOTSTRAP_KEY, _RERUN_KEY = 2**31 - 1, 2**31 - 2  # streams apart from the grid's cells (0, 1, …)
 SMOOTHING = 0.05  # the half-width of the averaging window, as a fraction of the crossing step
 
 
@@ -88,6 +88,14 @@ def window_average(values, half_width: int):
     return (sums[..., hi + 1] - sums[..., lo]) / (hi - lo + 1)
 
 
+def _check_run(target, max_steps) -> tuple[float, int]:
+    """The target loss (finite, > 0) and the longest run (an integer ≥ 1)."""
+    target = float(target)
+    if not (np.isfinite(target) and target > 0):
+        raise ValueError(f"target must be a finite loss > 0, got {target!r}")
+    return target, check_count("max_steps", max_steps, 1)
+
+
 def _child_seed(seed, k: int):
     """Entropy for cell ``k`` of a grid seeded by ``seed`` (an int or a sequence of ints)."""
     return [*np.atleast_1d(seed).tolist(), k]
@@ -121,10 +129,7 @@ def steps_to_target(
         >>> bool(0 < r.steps < 400 and r.se < r.steps)
         True
     """
-    target = float(target)
-    if not (np.isfinite(target) and target > 0):
-        raise ValueError(f"target must be a finite loss > 0, got {target!r}")
-    max_steps = check_count("max_steps", max_steps, 1)
+    target, max_steps = _check_run(target, max_steps)
     losses = _simulate_losses(p, opt, batch_size, replicas, max_steps, seed, init_var, simulate_kwargs)
     steps, se, _ = _crossing(losses, target)
     return SimulatedSteps(steps, se, losses.shape[0])
@@ -204,10 +209,7 @@ def tune_lr(
         raise ValueError("lrs must hold at least 3 step sizes (a grid around the optimum)")
     refine = check_count("refine", refine)
     bootstrap = check_count("bootstrap", bootstrap, 2)
-    target = float(target)
-    if not (np.isfinite(target) and target > 0):
-        raise ValueError(f"target must be a finite loss > 0, got {target!r}")
-    max_steps = check_count("max_steps", max_steps, 1)
+    target, max_steps = _check_run(target, max_steps)
     cells: dict[float, tuple] = {}  # ε → (steps, SE, window, per-replica losses)
 
     def run(values):
@@ -238,7 +240,7 @@ def tune_lr(
         best = int(np.argmin(steps))
         return TunedStep(float(grid[best]), float("nan"), float(steps[best]), float(se[best]), grid, steps, se, False)
     # the bootstrap: resample each cell's replicas, cross again (same window), select and fit again
-    rng = np.random.default_rng(np.random.SeedSequence(_child_seed(seed, _VERTEX_KEY)))
+    rng = np.random.default_rng(np.random.SeedSequence(_child_seed(seed, _BOOTSTRAP_KEY)))
     near = np.flatnonzero(np.isfinite(steps))
     resampled = []
     for _ in range(bootstrap):
