@@ -1,6 +1,7 @@
 """The ``nqm`` command line.
 
-``nqm validate [--quick] [--out DIR] [--seed N] [--only V4,V5]`` runs the validation suite;
+``nqm validate [--quick] [--out DIR] [--seed N] [--only V4,V5] [--problem FILE [--target L]]`` runs the validation
+suite (with ``--problem``, the claims that apply to a given problem, on that problem);
 ``nqm plot NAME [--out FILE] [--d N] [--target T] [--seed N]`` draws a figure of :mod:`nqm.gallery`
 (``nqm plot all --out DIR`` draws every one, ``nqm plot --list`` names them, ``--problem FILE`` draws on a problem
 file's problem);
@@ -112,8 +113,10 @@ def _plot(args) -> int:
 
 
 def _validate_errors(args) -> str | None:
-    """What is wrong with the validate command's arguments, checked before any work."""
+    """What is wrong with the validate command's arguments, checked before any work (the problem file is read
+    into ``args.user_problem``)."""
     from validation.claims import discover
+    from validation.families import UserProblem
 
     if args.seed < 0:
         return f"--seed must be an integer >= 0, got {args.seed}"
@@ -123,6 +126,19 @@ def _validate_errors(args) -> str | None:
         if not chosen or chosen - set(ids):
             wrong = sorted(chosen - set(ids)) or [args.only]
             return f"--only names no check {', '.join(map(str, wrong))}; choose from {', '.join(ids)}"
+    args.user_problem = None
+    if args.problem is None:
+        if args.target is not None:
+            return "--target needs --problem FILE (the suite's own claims have their own targets)"
+    else:
+        try:
+            args.user_problem = UserProblem.read(args.problem, args.target)
+        except ValueError as e:
+            return str(e)
+        if args.only is not None:
+            refused = [c for c in discover() if c.id in chosen and c.run_on_problem is None]
+            if refused:
+                return f"--only {refused[0].id} does not run on a problem file: {refused[0].not_on_a_problem}"
     return _writable_directory(args.out)
 
 
@@ -170,7 +186,12 @@ def main(argv=None) -> int:
         if problem := _validate_errors(args):
             return _fail("validate", problem)
         summary = run(
-            args.out, quick=args.quick, seed=args.seed, log=lambda m: print(m, file=sys.stderr), only=args.only
+            args.out,
+            quick=args.quick,
+            seed=args.seed,
+            log=lambda m: print(m, file=sys.stderr),
+            only=args.only,
+            problem=args.user_problem,
         )
         return 0 if summary["ok"] else 1
     if args.command == "plot":

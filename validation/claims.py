@@ -5,7 +5,10 @@ A claim module declares
 * ``ID`` — "V4", the number matching its file name ``v4_….py``;
 * ``TITLE`` — a few words for the progress log and the report;
 * ``run(ctx: Context) -> Outcome`` — its checks (each with its planted-error controls) and its findings tables;
-  figures go to ``ctx.out_dir``.
+  figures go to ``ctx.out_dir``;
+* and, for ``nqm validate --problem FILE``, either ``run_on_problem(ctx) -> Outcome`` (the claim held on the user's
+  problem, ``ctx.problem``; ``ctx.families`` is then that problem alone) or ``NOT_ON_A_PROBLEM``, the reason it
+  does not apply to one, which the report prints.
 
 Adding a claim is adding one file; :func:`discover` finds it and the runner runs it in the order of the numbers.
 What several claims share — the problem families and their points, the one-step grids of V1 and V2 — is built
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from .families import Budget, Family, families
+from .families import Budget, Family, UserProblem, families, problem_family
 from .one_step import OneStepGrid, run_grid
 
 __all__ = ["Claim", "Context", "Outcome", "discover"]
@@ -39,10 +42,11 @@ class Outcome:
 
 
 class Context:
-    """Everything a claim may use: where figures go, the budget, the suite seed, and shared experiments."""
+    """Everything a claim may use: where figures go, the budget, the suite seed, the user's problem (or None),
+    and shared experiments."""
 
-    def __init__(self, out_dir: Path, budget: Budget, seed: int):
-        self.out_dir, self.budget, self.seed = out_dir, budget, seed
+    def __init__(self, out_dir: Path, budget: Budget, seed: int, problem: UserProblem | None = None):
+        self.out_dir, self.budget, self.seed, self.problem = out_dir, budget, seed, problem
         self._grids: dict[str, list[OneStepGrid]] = {}
 
     @property
@@ -51,7 +55,10 @@ class Context:
 
     @cached_property
     def families(self) -> dict[str, Family]:
-        """The problem families of V1–V4 with their points θ along a training run, by key."""
+        """The problem families of V1–V4 with their points θ along a training run, by key (the user's problem
+        alone, as key ``"problem"``, when there is one)."""
+        if self.problem is not None:
+            return {"problem": problem_family(self.problem, self.seed)}
         return {f.key: f for f in families(self.budget, self.seed)}
 
     def one_step_grids(self, family: Family) -> list[OneStepGrid]:
@@ -65,12 +72,15 @@ class Context:
 
 @dataclass(frozen=True)
 class Claim:
-    """A registered claim: its id, title and entry point."""
+    """A registered claim: its id, title and entry points; on a user's problem, ``run_on_problem`` or, where the
+    claim does not apply to one, ``not_on_a_problem`` (why)."""
 
     id: str
     title: str
     run: Callable[[Context], Outcome]
     module: str
+    run_on_problem: Callable[[Context], Outcome] | None = None
+    not_on_a_problem: str | None = None
 
 
 def discover(package: str = "validation") -> list[Claim]:
@@ -86,7 +96,11 @@ def discover(package: str = "validation") -> list[Claim]:
             raise ValueError(f"claim module {module.__name__} lacks {', '.join(missing)}")
         if module.ID != f"V{match.group(1)}":
             raise ValueError(f"claim module {module.__name__} declares ID {module.ID!r}; its file says V{match[1]}")
-        found.append((int(match.group(1)), Claim(module.ID, module.TITLE, module.run, module.__name__)))
+        on_problem, why_not = getattr(module, "run_on_problem", None), getattr(module, "NOT_ON_A_PROBLEM", None)
+        if (on_problem is None) == (why_not is None):
+            raise ValueError(f"claim module {module.__name__} must define one of run_on_problem, NOT_ON_A_PROBLEM")
+        claim = Claim(module.ID, module.TITLE, module.run, module.__name__, on_problem, why_not)
+        found.append((int(match.group(1)), claim))
     numbers = [n for n, _ in found]
     if len(set(numbers)) != len(numbers):
         raise ValueError(f"two claim modules share a number: {sorted(numbers)}")

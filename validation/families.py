@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import nqm
-from nqm import spectra
+from nqm import info, problem_file, spectra
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,7 @@ class Family:
     # state-dependent noise (least squares): the NQM whose theory holds at θ, and the real one-step simulation
     problem_at: Callable | None = None
     one_step: Callable | None = None
+    init_var: float | np.ndarray = 1.0  # E[θ₀²] in H's basis, scalar or (d,)
 
     def theory_problem(self, theta) -> nqm.NoisyQuadratic:
         """The problem whose closed forms (``nqm.theory``) hold at θ: the family's, or Σ(θ)'s for least squares."""
@@ -146,6 +147,7 @@ class Family:
                 per_example=self.per_example,
                 keep_state=True,
                 at=[0, steps],
+                init_var=self.init_var,
             )
             self.points[name] = run.state[0]
         return self
@@ -165,6 +167,35 @@ def families(budget: Budget, seed: int) -> list[Family]:
         Family("student-t-examples", examples, "student_t", 0.5, 1, {"early": 1, "mid": 5, "late": 30}),
     ]
     return [f.make_points(seed) for f in out]
+
+
+@dataclass(frozen=True)
+class UserProblem:
+    """A problem from a problem file (``nqm validate --problem FILE``): the claims that apply run on it alone."""
+
+    problem: nqm.NoisyQuadratic
+    init_var: float | np.ndarray
+    target: float  # the loss that the whole-run claims (V11) aim at
+    source: str  # the file, for the report
+
+    @classmethod
+    def read(cls, path, target: float | None = None) -> UserProblem:
+        """The problem of the file at ``path``; ``target`` defaults to 1% of the initial loss E[L(θ₀)]."""
+        parsed = problem_file.read(path)
+        p = nqm.NoisyQuadratic.from_parsed(parsed)
+        loss0 = info.summary(p, init_var=parsed.init_var)["L0"]
+        target = 0.01 * loss0 if target is None else float(target)
+        if not (np.isfinite(target) and 0 < target < loss0):
+            raise ValueError(f"--target must lie between 0 and the initial loss L0 = {loss0:.6g}, got {target!r}")
+        return cls(p, parsed.init_var, target, str(path))
+
+
+def problem_family(user: UserProblem, seed: int) -> Family:
+    """The user's problem as the one family of V1–V4, V6 and V7: points early, mid and late along an SGD run at
+    ε = 1/h_max, B = 8 (the suite's run on zhang2019, whose h_max is 1, with the step scaled to the problem)."""
+    p = user.problem
+    points = {"early": 2, "mid": 30, "late": 300}
+    return Family("problem", p, None, 1.0 / float(p.h.max()), 8, points, init_var=user.init_var).make_points(seed)
 
 
 def batch_grid(b_noise: float, factors=4.0 ** np.arange(-3, 4)) -> np.ndarray:

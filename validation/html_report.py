@@ -7,7 +7,7 @@ import base64
 import html
 from pathlib import Path
 
-from .report_text import number, preamble, verdict
+from .report_text import number, preamble, problem_scope, verdict
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1a1a1a; margin: 0 auto;
@@ -80,6 +80,16 @@ def _finding(table, out_dir: Path) -> list[str]:
     return out
 
 
+def _scope(meta: dict) -> list[str]:
+    if (scope := problem_scope(meta)) is None:
+        return []
+    head, not_run = scope
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in not_run)
+    return [f'<p id="problem">{html.escape(head)}</p>'] + (
+        [f"<p>Not run on this problem:</p><ul>{items}</ul>"] if items else []
+    )
+
+
 def write_html(records: list[dict], summary: dict, meta: dict, tables, out_dir: Path) -> Path:
     """Write ``out_dir/report.html`` and return its path."""
     ok = summary["ok"]
@@ -91,6 +101,7 @@ def write_html(records: list[dict], summary: dict, meta: dict, tables, out_dir: 
         f"<style>{_STYLE}</style></head><body>",
         "<h1>nqm validation report</h1>",
         f"<p>{html.escape(preamble(meta))}</p>",
+        *_scope(meta),
         '<div class="summary" id="summary">',
         f'<div class="tile {"ok" if summary["checks_passed"] == summary["checks"] else "bad"}">'
         f"<b>{summary['checks_passed']}/{summary['checks']}</b>checks pass</div>",

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .html_report import write_html
-from .report_text import number, preamble, verdict
+from .report_text import number, preamble, problem_scope, verdict
 from .stats import Check, worst_cell
 
 
@@ -86,6 +86,7 @@ def write(checks: list[Check], out_dir, meta: dict, tables: list[Table] = ()) ->
         "",
         preamble(meta),
         "",
+        *_scope_lines(meta),
         f"**{summary['checks_passed']}/{summary['checks']} checks pass; "
         f"{summary['controls_rejected']}/{summary['controls']} negative controls rejected.**",
         "",
@@ -114,6 +115,13 @@ def write(checks: list[Check], out_dir, meta: dict, tables: list[Table] = ()) ->
     (out_dir / "report.md").write_text("\n".join(lines))
     write_html(records, summary, meta, tables, out_dir)
     return summary
+
+
+def _scope_lines(meta: dict) -> list[str]:
+    if (scope := problem_scope(meta)) is None:
+        return []
+    head, not_run = scope
+    return [head, "", *(["Not run on this problem:", "", *(f"* {line}" for line in not_run), ""] if not_run else [])]
 
 
 def _json_default(x):

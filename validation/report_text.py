@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["number", "preamble", "verdict"]
+__all__ = ["number", "preamble", "problem_scope", "verdict"]
 
 
 def number(x) -> str:
@@ -23,6 +23,18 @@ def preamble(meta: dict) -> str:
         "|measured − predicted| ≤ z·SE + 1e-9·|predicted|; each row shows its worst cell. Exact checks use the "
         "float tolerance only. Planted errors (negative controls) must be rejected by the checks they accompany."
     )
+
+
+def problem_scope(meta: dict) -> tuple[str, list[str]] | None:
+    """For a run on a problem file: a sentence naming the problem and the claims that ran on it, and one line per
+    claim that did not, with the reason; None for the suite's own families."""
+    if (scope := meta.get("problem")) is None:
+        return None
+    head = (
+        f"Problem: {scope['name']} (from {scope['source']}, d = {scope['d']}; whole runs aim at E[L] ≤ "
+        f"{scope['target']:.4g}). Claims run on it: {', '.join(scope['ran']) or 'none'}."
+    )
+    return head, [f"{c['id']} ({c['title']}): {c['reason']}" for c in scope["not_run"]]
 
 
 def verdict(record: dict) -> str:

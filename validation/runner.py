@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from .claims import Context, discover
-from .families import Budget
+from .families import Budget, UserProblem
 from .report import write
 from .stats import ALPHA_SUITE, decide
 
@@ -25,19 +25,31 @@ def _selection(only, ids: list[str]) -> set[str]:
     return chosen
 
 
-def run(out_dir: Path, quick: bool = False, seed: int = 0, log=print, only=None) -> dict:
-    """Runs the registered claims (all, or those named in ``only``, e.g. ``["V4", "V5"]``) and writes the report."""
+def run(
+    out_dir: Path, quick: bool = False, seed: int = 0, log=print, only=None, problem: UserProblem | None = None
+) -> dict:
+    """Runs the registered claims (all, or those named in ``only``, e.g. ``["V4", "V5"]``) and writes the report.
+
+    With ``problem`` (a :class:`~validation.families.UserProblem`) the claims that apply to a given problem run on
+    it alone; the others are listed in the report with the reason they do not apply.
+    """
     claims = discover()
     ids = [c.id for c in claims]
     want = _selection(only, ids)
+    if problem is not None and only is not None:
+        if refused := [c for c in claims if c.id in want and c.run_on_problem is None]:
+            raise ValueError("; ".join(f"{c.id} does not run on a problem file: {c.not_on_a_problem}" for c in refused))
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    ctx = Context(out_dir, Budget.make(quick), seed)
-    checks, tables = [], []
+    ctx = Context(out_dir, Budget.make(quick), seed, problem)
+    checks, tables, not_run = [], [], []
     for claim in claims:
         if claim.id not in want:
             continue
-        outcome = claim.run(ctx)
+        if problem is not None and claim.run_on_problem is None:
+            not_run.append({"id": claim.id, "title": claim.title, "reason": claim.not_on_a_problem})
+            continue
+        outcome = (claim.run if problem is None else claim.run_on_problem)(ctx)
         checks += outcome.checks
         tables += outcome.tables
         log(f"[{time.perf_counter() - start:6.1f} s] {claim.id} ({claim.title}) done")
@@ -52,6 +64,15 @@ def run(out_dir: Path, quick: bool = False, seed: int = 0, log=print, only=None)
         "seconds": time.perf_counter() - start,
         "budget": ctx.budget.__dict__,
     }
+    if problem is not None:
+        meta["problem"] = {
+            "name": problem.problem.name,
+            "source": problem.source,
+            "d": problem.problem.d,
+            "target": problem.target,
+            "ran": [c.id for c in claims if c.id in want and c.run_on_problem is not None],
+            "not_run": not_run,
+        }
     summary = write(checks, out_dir, meta, tables)
     for c in checks:
         if not c.passed:
@@ -69,10 +90,24 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--out", type=Path, default=Path("nqm-report"), help="output directory (default nqm-report)")
     parser.add_argument("--seed", type=int, default=0, help="suite seed (default 0)")
     parser.add_argument("--only", default=None, help="comma-separated checks to run, e.g. V4,V5 (default all)")
+    parser.add_argument(
+        "--problem", default=None, help="a TOML problem file: run the claims that apply to it on it alone"
+    )
+    parser.add_argument(
+        "--target", type=float, default=None, help="with --problem: the whole runs' target loss (default L0/100)"
+    )
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    summary = run(args.out, quick=args.quick, seed=args.seed, log=lambda m: print(m, file=sys.stderr), only=args.only)
+    problem = None if args.problem is None else UserProblem.read(args.problem, args.target)
+    summary = run(
+        args.out,
+        quick=args.quick,
+        seed=args.seed,
+        log=lambda m: print(m, file=sys.stderr),
+        only=args.only,
+        problem=problem,
+    )
     return 0 if summary["ok"] else 1

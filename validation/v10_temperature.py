@@ -32,6 +32,7 @@ from .stats import Check, ratio_to_mean
 
 ID = "V10"
 TITLE = "the temperature relations of App. C"
+NOT_ON_A_PROBLEM = "it needs App. C's toy model, whose noise Σ = HΣ_cH comes from shifted examples, not a given Σ"
 
 D, BATCH, STEPS = 64, 4, 4000
 LRS = (0.02, 0.2)

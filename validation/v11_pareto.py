@@ -14,9 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 import nqm
-from nqm import dynamics, plots, spectra
+from nqm import dynamics, info, optim, plots, spectra
 
 from .claims import Context, Outcome
+from .families import UserProblem
 from .one_step import stream
 from .report import Table
 from .stats import Check, ratio_to_mean
@@ -154,9 +155,14 @@ def _simulated_noise_scales(d, replicas, seed):
     batch = 256
     run = dynamics.optimal_steps_to_target(p, 0.05, [batch])
     lr, steps = float(run.lr[0]), int(run.steps[0])
-    trace = nqm.gradient_norm_trace(p, lr, batch // 8, batch, steps + 1, replicas, seed=stream(seed, "v11"))
+    return _noise_scales_check(p, lr, batch, steps, replicas, stream(seed, "v11"), f"{steps} steps to 0.05")
+
+
+def _noise_scales_check(p, lr, batch, steps, replicas, seed, run_label, init_var=1.0):
+    """Simulated ratio-of-means B_noise(t), B_simple(t) along an SGD run against the exact ones, with a control."""
+    trace = nqm.gradient_norm_trace(p, lr, max(1, batch // 8), batch, steps + 1, replicas, seed=seed, init_var=init_var)
     at = np.unique(np.round(np.geomspace(1, steps, 12)).astype(int))
-    exact = dynamics.noise_scales_along(p, lr, batch, steps, at=at)
+    exact = dynamics.noise_scales_along(p, lr, batch, steps, at=at, init_var=init_var)
     measured, se = [], []
     for t in at:
         for col, num in ((trace.ghg_true[:, t], p.trace_h_sigma), (trace.sq_true[:, t], p.trace_sigma)):
@@ -175,10 +181,10 @@ def _simulated_noise_scales(d, replicas, seed):
         notes={"steps": at.tolist(), "batch": batch, "replicas": replicas},
     )
     control = check.control("V11 control: noise scales with noise 2×", "planted: Σ doubled", 2 * predicted)
-    whole = dynamics.noise_scales_along(p, lr, batch, steps, at=[0, steps])
+    whole = dynamics.noise_scales_along(p, lr, batch, steps, at=[0, steps], init_var=init_var)
     growth = whole[-1] / whole[0]
     table = Table(
-        title=f"Noise scale over training ({p.name}, B = {batch}, ε = {lr:.4g}, {steps} steps to 0.05)",
+        title=f"Noise scale over training ({p.name}, B = {batch:g}, ε = {lr:.4g}, {run_label})",
         columns=["step", "B_noise exact", "B_noise simulated", "B_simple exact", "B_simple simulated"],
         rows=[[int(t), exact[i, 0], measured[2 * i], exact[i, 1], measured[2 * i + 1]] for i, t in enumerate(at)],
         note=f"Over the run B_noise grows {growth[0]:.0f}× and B_simple {growth[1]:.0f}× "
@@ -220,4 +226,123 @@ def run(ctx: Context) -> Outcome:
     """V11 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
     b = ctx.budget
     checks, tables = compute(b.d_pareto, b.d_zhang, b.noise_scale_replicas, ctx.seed, ctx.out_dir)
+    return Outcome(checks, tables)
+
+
+def on_problem(user: UserProblem, replicas: int, seed: int, out_dir):
+    """Steps vs batch size and B_crit on a user's problem (the numbers ``nqm info --target`` prints), held by Monte
+    Carlo: at B ≈ B_crit/8, B_crit and 8·B_crit the simulated loss at the predicted steps k − 1 and k against the
+    exact E[L] (control: the loss 20% of the run earlier) and the exact E[L_{k−1}] > target ≥ E[L_k]; along the run
+    at B ≈ B_crit, the simulated noise scales against the exact ones."""
+    p, v0, target = user.problem, user.init_var, user.target
+    facts = info.summary(p, init_var=v0, target=target)
+    batch, steps, lrs = (np.array(facts[k]) for k in ("batch_sizes", "steps", "lr"))
+    crit = facts["B_crit"]
+    reached = np.flatnonzero(np.isfinite(steps))
+    picks = sorted({int(reached[np.argmin(np.abs(np.log(batch[reached] / (crit * f))))]) for f in (1 / 8, 1, 8)})
+    predicted, measured, se, planted, crossing = [], [], [], [], []
+    for i in picks:
+        k, opt = int(steps[i]), optim.sgd(float(lrs[i]))
+        at = [int(0.8 * k), k - 1, k]
+        exact = dynamics.expected_loss(p, opt, batch[i], k, at=at, init_var=v0)
+        sim = nqm.simulate(
+            p, opt, batch[i], k, replicas, seed=stream(seed, "v11", "problem", str(i)), at=at, init_var=v0
+        )
+        predicted += list(exact[1:])
+        measured += list(sim.mean[1:])
+        se += list(sim.sem[1:])
+        planted += [exact[0], exact[0]]
+        crossing += [target - exact[1], exact[2] - target]  # both ≤ 0: L_{k−1} > target ≥ L_k
+    picked = batch[picks].tolist()
+    check = Check(
+        "V11 Monte Carlo at the optimal runs' predicted steps",
+        f"simulated mean loss at steps k−1 and k = exact E[L] (tuned SGD at B = {', '.join(f'{b:g}' for b in picked)})",
+        p.name,
+        predicted=predicted,
+        measured=measured,
+        se=se,
+        figure=PROBLEM_FIGURE,
+        notes={"replicas": replicas, "target": target, "batch_sizes": picked},
+    )
+    control = check.control("V11 control: Monte Carlo against the loss 20% earlier", "planted: E[L] at 0.8·k", planted)
+    cross = Check(
+        "V11 the predicted step is the first hit",
+        "E[L_{k−1}] > target ≥ E[L_k] at each tuned run's k",
+        p.name,
+        predicted=np.zeros(len(crossing)),
+        measured=crossing,
+        se=0.0,
+        exact=True,
+        one_sided=True,
+        figure=PROBLEM_FIGURE,
+    )
+    run = facts["along_run"]
+    at = np.array(run["steps"])
+    scale_checks, scale_table = _noise_scales_check(
+        p,
+        run["lr"],
+        int(run["batch_size"]),
+        int(at[-1]),
+        replicas,
+        stream(seed, "v11", "problem", "noise scales"),
+        f"{int(at[-1])} steps to {target:.4g}",
+        v0,
+    )
+    b_noise = np.array(run["B_noise"])
+    table = Table(
+        title=f"Steps/examples frontier and critical batch size ({p.name}, target {target:.4g})",
+        columns=[
+            "S_min",
+            "E_min",
+            "B_crit = E_min/S_min",
+            "max |fit − S|/S",
+            "B_noise at θ₀",
+            "B_noise at target (run at B≈B_crit)",
+            "B_crit / B_noise(target)",
+            "B_crit / B_noise(θ₀)",
+        ],
+        rows=[
+            [
+                facts["S_min"],
+                facts["E_min"],
+                crit,
+                f"{facts['frontier_residual']:.2%}",
+                facts["B_noise_init"],
+                b_noise[-1],
+                crit / b_noise[-1],
+                crit / facts["B_noise_init"],
+            ]
+        ],
+        note=f"From {user.source}. S(B) is exact (optimal constant ε per batch size B = 1, 2, …, 2²⁰, as "
+        "nqm info --target prints it); the hyperbola S = S_min + E_min/B is fitted in relative error. "
+        "'B_crit ≈ B_noise' is measured, not judged.",
+        figure=_problem_figure(batch, steps, facts, out_dir),
+    )
+    return [check, control, cross, *scale_checks], [table, scale_table]
+
+
+PROBLEM_FIGURE = "v11_problem.png"
+
+
+def _problem_figure(batch, steps, facts, out_dir) -> str:
+    fig, (ax,) = plots.new_axes(1, width=5.5)
+    plots.theory_vs_simulation(
+        batch,
+        facts["S_min"] + facts["E_min"] / batch,
+        [("exact optimum", batch, steps, None)],
+        ax=ax,
+        xscale="log",
+        yscale="log",
+        xlabel="batch size B",
+        ylabel=f"steps to E[L] ≤ {facts['target']:.4g}",
+        title=f"{facts['name']}: B_crit = {facts['B_crit']:.4g}",
+        theory_label="S_min + E_min/B",
+    )
+    plots.save(fig, out_dir / PROBLEM_FIGURE)
+    return PROBLEM_FIGURE
+
+
+def run_on_problem(ctx: Context) -> Outcome:
+    """V11 on the user's problem and target (``nqm validate --problem FILE [--target L]``)."""
+    checks, tables = on_problem(ctx.problem, ctx.budget.trajectory_replicas, ctx.seed, ctx.out_dir)
     return Outcome(checks, tables)

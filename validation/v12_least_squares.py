@@ -25,6 +25,7 @@ from .stats import Check, ratio_of_means
 
 ID = "V12"
 TITLE = "state-dependent noise"
+NOT_ON_A_PROBLEM = "it is about least squares, whose noise Σ(θ) changes with θ; a problem file gives a fixed Σ"
 
 POINTS = {"early": 0, "mid": 20, "late": 200}
 LR, TRAIN_BATCH = 0.25, 4

@@ -24,6 +24,7 @@ from .stats import Check
 
 ID = "V13"
 TITLE = "momentum, EMA, schedules"
+NOT_ON_A_PROBLEM = "Zhang et al.'s claims about momentum, averaging and schedules are stated for their problem only"
 
 BATCHES = 2.0 ** np.arange(2, 22, 2)
 TARGET = 0.01

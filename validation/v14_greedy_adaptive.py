@@ -22,6 +22,7 @@ from .report import Table
 
 ID = "V14"
 TITLE = "greedy frontier, adaptive batch size"
+NOT_ON_A_PROBLEM = "its frontier and adaptive-batch findings are measured on zhang2019 (reported, not judged)"
 
 TARGET = 0.01
 BATCHES = 2.0 ** np.arange(6, 21)

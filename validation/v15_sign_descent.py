@@ -40,6 +40,7 @@ from .stats import Check, parabola_vertex
 
 ID = "V15"
 TITLE = "sign descent: the exact one-step law and the surge"
+NOT_ON_A_PROBLEM = "sign descent's law is held on two problems built with noise in the parameter coordinates"
 
 CLAIM = "E[ΔL] = εG_xᵀE[s] − ½ε²Σ(H_x)_ij E[s_i s_j] (sign descent, exact)"
 CLAIM_STEP = "ε_opt(B) = G_xᵀE[s] / Σ(H_x)_ij E[s_i s_j]"

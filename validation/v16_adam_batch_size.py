@@ -30,6 +30,7 @@ from .report import Table
 
 ID = "V16"
 TITLE = "Adam's batch-size rules (Monte Carlo) beside SGD's (exact)"
+NOT_ON_A_PROBLEM = "its Adam findings are tuned by simulation on zhang2019 (reported, not judged)"
 
 TARGET_FRACTION = 0.05  # target = 5% of the initial loss
 BETA1, BETA2, EPS = 0.9, 0.999, 1e-8

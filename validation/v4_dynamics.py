@@ -26,13 +26,13 @@ TITLE = "simulated trajectories against exact dynamics"
 CLAIM = "simulated mean loss = exact E[L_t] at every checkpoint"
 
 
-def _unsquared_contraction(p, lr, batch, steps, precond=None):
+def _unsquared_contraction(p, lr, batch, steps, precond=None, init_var=1.0):
     """Planted error: V ← (1 − ελ)V + ε²p²c/B, i.e. (1 − εh) where (1 − εh)² belongs."""
     pre = np.ones(p.d) if precond is None else precond
     a = 1 - lr * pre * p.h
     q = lr**2 * pre**2 * p.c / batch
     t = steps[:, None].astype(float)
-    var = a**t + q * (1 - a**t) / (1 - a)
+    var = a**t * init_var + q * (1 - a**t) / (1 - a)
     return 0.5 * var @ p.h
 
 
@@ -53,12 +53,25 @@ def runs(families: dict[str, Family], budget: Budget):
     ]
 
 
-def checks(families: dict[str, Family], budget: Budget, seed: int, out_dir) -> list[Check]:
+def problem_runs(family: Family):
+    """The cases of :func:`runs` that need no second problem, on a user's problem, with every step scaled by its
+    largest curvature as zhang2019's (h_max = 1) would be."""
+    p, step = family.problem, 1.0 / float(family.problem.h.max())
+    return [
+        ("SGD", p, optim.sgd(step), 8, None, True),
+        ("preconditioned SGD, P = H^-1/2", p, optim.sgd(step**0.5, p.h**-0.5), 8, None, True),
+        ("momentum β=0.9", p, optim.heavy_ball(0.1 * step, 0.9), 8, None, False),
+        ("EMA γ=0.9", p, optim.ema(optim.sgd(step), 0.9), 8, None, False),
+        ("Nesterov β=0.9", p, optim.nesterov(0.1 * step, 0.9), 8, None, False),
+    ]
+
+
+def checks(cases, budget: Budget, seed: int, out_dir, init_var=1.0) -> list[Check]:
+    """Each case ``(label, problem, optimiser, B, per_example, sgd_like)`` simulated against its exact E[L_t]."""
     out = []
-    cases = runs(families, budget)
+    steps = budget.trajectory_steps
     fig, axes = plots.new_axes(len(cases), width=3.4)
     for ax, (label, p, opt, batch, per_example, sgd_like) in zip(axes, cases):
-        steps = budget.trajectory_steps
         sim = nqm.simulate(
             p,
             opt,
@@ -67,8 +80,13 @@ def checks(families: dict[str, Family], budget: Budget, seed: int, out_dir) -> l
             budget.trajectory_replicas,
             seed=stream(seed, "v4", label),
             per_example=per_example,
+            init_var=init_var,
         )
-        predicted = dynamics.expected_loss(p, opt, batch, steps, at=sim.steps)
+
+        def exact(p=p, opt=opt, batch=batch, at=sim.steps):
+            return dynamics.expected_loss(p, opt, batch, steps, at=at, init_var=init_var)
+
+        predicted = exact()
         check = Check(
             name=f"V4 dynamics: {label}",
             claim=CLAIM,
@@ -85,12 +103,12 @@ def checks(families: dict[str, Family], budget: Budget, seed: int, out_dir) -> l
             check.control(
                 f"V4 control: 1/B missing — {label}",
                 "planted: B = 1 in the noise term",
-                dynamics.expected_loss(p, opt, 1, steps, at=sim.steps),
+                exact(batch=1),
             ),
             check.control(
                 f"V4 control: noise 2× — {label}",
                 "planted: c → 2c",
-                dynamics.expected_loss(doubled, opt, batch, steps, at=sim.steps),
+                exact(p=doubled),
             ),
         ]
         if sgd_like:
@@ -98,7 +116,7 @@ def checks(families: dict[str, Family], budget: Budget, seed: int, out_dir) -> l
                 check.control(
                     f"V4 control: (1−εh) for (1−εh)² — {label}",
                     "planted: V ← (1 − εh)V + ε²c/B",
-                    _unsquared_contraction(p, opt.lr, batch, sim.steps, opt.precond),
+                    _unsquared_contraction(p, opt.lr, batch, sim.steps, opt.precond, init_var),
                 )
             )
         core, gamma = optim.split_average(opt)
@@ -108,13 +126,13 @@ def checks(families: dict[str, Family], budget: Budget, seed: int, out_dir) -> l
                 check.control(
                     f"V4 control: heavy ball for Nesterov — {label}",
                     "planted: the heavy-ball transition with the same (ε, β)",
-                    dynamics.expected_loss(p, planted, batch, steps, at=sim.steps),
+                    exact(opt=planted),
                 )
             )
         t_fine = np.unique(np.round(np.geomspace(1, steps, 300)).astype(int))
         plots.theory_vs_simulation(
             t_fine,
-            dynamics.expected_loss(p, opt, batch, steps, at=t_fine),
+            exact(at=t_fine),
             [("simulated", sim.steps[1:], sim.mean[1:], sim.sem[1:])],
             ax=ax,
             xscale="log",
@@ -139,4 +157,10 @@ def _describe(opt) -> str:
 
 def run(ctx: Context) -> Outcome:
     """V4 on the suite's families and budget (the claim registry's entry, :mod:`validation.claims`)."""
-    return Outcome(checks(ctx.families, ctx.budget, ctx.seed, ctx.out_dir))
+    return Outcome(checks(runs(ctx.families, ctx.budget), ctx.budget, ctx.seed, ctx.out_dir))
+
+
+def run_on_problem(ctx: Context) -> Outcome:
+    """V4 on the user's problem (``nqm validate --problem FILE``) from its initial variance."""
+    cases = problem_runs(ctx.families["problem"])
+    return Outcome(checks(cases, ctx.budget, ctx.seed, ctx.out_dir, init_var=ctx.problem.init_var))

@@ -19,6 +19,10 @@ from .stats import Check
 
 ID = "V5"
 TITLE = "exact identities of the closed forms"
+NOT_ON_A_PROBLEM = (
+    "its identities hold for every problem; it checks them on random problems and on the bound's extreme "
+    "case, which a problem file cannot add to"
+)
 
 
 def checks(seed: int, out_dir, draws: int = 200) -> list[Check]:

@@ -131,3 +131,9 @@ def run(ctx: Context) -> Outcome:
     """V7 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
     checks, tables = compute(ctx.families["zhang2019"], ctx.budget.estimator_replicas, ctx.seed, ctx.out_dir)
     return Outcome(checks, tables)
+
+
+def run_on_problem(ctx: Context) -> Outcome:
+    """V7 at the mid point of the user's problem (``nqm validate --problem FILE``)."""
+    checks, tables = compute(ctx.families["problem"], ctx.budget.estimator_replicas, ctx.seed, ctx.out_dir)
+    return Outcome(checks, tables)

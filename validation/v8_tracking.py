@@ -24,6 +24,7 @@ from .report import Table
 
 ID = "V8"
 TITLE = "tracking a growing B_simple along a run"
+NOT_ON_A_PROBLEM = "it reports (does not judge) how smoothed estimators track B_simple along zhang2019's run at ε = 1"
 
 B_SMALL, B_BIG, LR = 8, 64, 1.0
 BETAS = (0.9, 0.99, 0.999)

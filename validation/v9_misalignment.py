@@ -18,6 +18,7 @@ from .report import Table
 
 ID = "V9"
 TITLE = "B_simple against B_noise under misalignment"
+NOT_ON_A_PROBLEM = "it sweeps Σ's rotation away from H's basis on a problem of its own; a problem file fixes Σ"
 
 STRENGTHS = (0.0, 0.1, 0.3, 1.0)
 STEPS = (1, 10, 100, 1000)
