@@ -1,15 +1,16 @@
-"""The teaching notebooks run top to bottom (tiny sizes via their parameters cell) and their exercises check out.
+"""The teaching notebooks run top to bottom in a real Jupyter kernel, as a user runs them (tiny sizes via their
+parameters cell), draw their figures, and their exercises check out.
 
-Notebooks are plain JSON (nbformat 4): the test runs their code cells in order in one namespace, as a kernel
-would, after replacing the cell tagged ``parameters`` with ``SMALL = True`` and ``SHOW_SOLUTION = True``.
+Notebooks are stored without outputs (nbformat 4). The test executes each one with nbclient in an IPython kernel,
+after replacing the cell tagged ``parameters`` with ``SMALL = True`` and ``SHOW_SOLUTION = True``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pytest
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
@@ -29,15 +30,25 @@ def code_cells(path: Path) -> list[str]:
     return cells
 
 
-def run_notebook(path: Path) -> dict:
-    namespace: dict = {"__name__": "__main__"}
-    for i, source in enumerate(code_cells(path)):
-        try:
-            exec(compile(source, f"{path.name}[cell {i}]", "exec"), namespace)
-        except Exception as exc:
-            raise AssertionError(f"{path.name}, code cell {i} failed: {exc!r}\n{source}") from exc
-    plt.close("all")
-    return namespace
+def run_in_kernel(path: Path, cwd: Path):
+    """Execute the notebook at small size in an IPython kernel (nbclient); returns the executed notebook. A cell
+    that raises fails the run with the cell and its traceback (nbclient's CellExecutionError)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    book = nbformat.read(path, as_version=4)
+    for cell in book.cells:
+        if "parameters" in cell.metadata.get("tags", []):
+            cell.source = "SMALL = True\nSHOW_SOLUTION = True"
+    book.cells.append(nbformat.v4.new_code_cell("print('exercise answered:', result is True)"))
+    client = NotebookClient(book, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}})
+    # the kernel draws inline as a user's does, not with the tests' own non-interactive backend
+    client.execute(env={k: v for k, v in os.environ.items() if k != "MPLBACKEND"})
+    return book
+
+
+def _outputs(book, kind: str) -> list:
+    return [o for c in book.cells if c.cell_type == "code" for o in c.outputs if o.output_type == kind]
 
 
 def test_there_are_six_notebooks_each_with_parameters_and_an_exercise():
@@ -50,10 +61,12 @@ def test_there_are_six_notebooks_each_with_parameters_and_an_exercise():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs_and_its_exercise_is_answered(path, tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    namespace = run_notebook(path)
-    assert namespace["result"] is True, capsys.readouterr().out
+def test_notebook_runs_in_a_kernel_and_its_exercise_is_answered(path, tmp_path):
+    book = run_in_kernel(path, tmp_path)
+    figures = [o for o in _outputs(book, "display_data") if "image/png" in o.data]
+    assert figures, "the notebook drew no figure"
+    last = "".join(o.text for o in book.cells[-1].outputs if o.output_type == "stream")
+    assert "exercise answered: True" in last, "".join(o.get("text", "") for o in _outputs(book, "stream"))
 
 
 def test_an_unanswered_exercise_says_so_and_a_wrong_answer_is_not_accepted(capsys):
