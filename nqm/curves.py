@@ -36,7 +36,7 @@ class LossCurve(NDArrayOperatorsMixin):
 
     @property
     def exact(self) -> bool:
-        """True for an exact curve (no sampling: ``sem`` is 0)."""
+        """True for an exact curve (no sampling, so ``sem`` is 0)."""
         return self.n is None
 
     # -- array-like over the mean ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ Nobody knows G or Σ in real training; one sees squared norms of minibatch gradi
     \\mathcal S = \\frac{|G_\\text{small}|^2 - |G_\\text{big}|^2}{1/B_\\text{small} - 1/B_\\text{big}},
 
 of ``|G|²`` and ``tr Σ``. Their ratio ``𝒮/|𝒢|²`` estimates ``B_simple = tr Σ/|G|²`` but is biased and, because
-``|𝒢|²`` can be negative, has no finite mean; the paper therefore averages 𝒮 and |𝒢|² separately and reports
+``|𝒢|²`` can be negative, has no finite mean; the paper therefore averages 𝒮 and ``|𝒢|²`` separately and reports
 the ratio of the averages (:class:`NoiseScaleTracker`).
 
 Everything here is a pure function of arrays (any leading shape broadcasts), plus a small tracker for a
@@ -132,7 +132,7 @@ def ratio_of_averages(sq_small, sq_big, b_small, b_big, beta: float, axis: int =
 
 @dataclass
 class NoiseScaleTracker:
-    """Running estimates of |G|², tr Σ and B_simple inside a training loop.
+    """Running estimates of ``|G|²``, tr Σ and B_simple inside a training loop.
 
     Example:
         >>> tracker = NoiseScaleTracker(beta=0.9)
@@ -161,7 +161,7 @@ class NoiseScaleTracker:
 
     @property
     def gradient_sq(self) -> float:
-        """Bias-corrected moving average of |𝒢|²."""
+        """Bias-corrected moving average of ``|𝒢|²``."""
         return self._g2 / (1 - self.beta**self.steps) if self.steps else float("nan")
 
     @property

@@ -123,6 +123,7 @@ EXERCISES = {
         0.15,
     ),
 }
+"""The notebooks' exercises by name: the question, the true answer and the worked one, and the tolerance."""
 
 
 def _get(name: str) -> Exercise:

@@ -195,6 +195,7 @@ FIGURES = {
     "simulation": simulation,
     "sign-surge": sign_surge,
 }
+"""The gallery's figures by name (``nqm plot NAME``): each draws one figure and returns it."""
 
 
 def render(name: str, out=None, **options):

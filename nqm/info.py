@@ -26,7 +26,7 @@ from .problem import NoisyQuadratic
 __all__ = ["summary", "format_summary", "BATCH_SIZES"]
 
 BATCH_SIZES = 2.0 ** np.arange(0, 21)
-"""The batch sizes of the optimal runs: 1, 2, 4, …, 2²⁰."""
+"""The batch sizes of the optimal runs, 1, 2, 4, …, 2²⁰."""
 
 
 def summary(p: NoisyQuadratic, *, init_var=1.0, target: float | None = None) -> dict:

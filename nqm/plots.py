@@ -25,8 +25,8 @@ __all__ = [
 ]
 
 _MARKERS = "osD^v<>ph*"
-# (colour, dash) pairs that stay apart in greyscale: darkness and dash pattern both change
 LINES = [("0.0", "-"), ("0.45", "--"), ("0.0", ":"), ("0.6", "-."), ("0.25", (0, (5, 1, 1, 1, 1, 1)))]
+"""(colour, dash) pairs for curves that stay apart in greyscale: darkness and dash pattern both change."""
 
 
 def _line(i: int) -> dict:

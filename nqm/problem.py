@@ -106,12 +106,12 @@ class NoisyQuadratic:
 
     @property
     def parameter_hessian(self) -> np.ndarray:
-        """(d, d) H in the simulator's coordinates x = Qθ: ``Q diag(h) Qᵀ`` (``diag(h)`` without a basis)."""
+        """(d, d) H in the simulator's coordinates x = Qθ, that is ``Q diag(h) Qᵀ`` (``diag(h)`` without a basis)."""
         return np.diag(self.h) if self.basis is None else (self.basis * self.h) @ self.basis.T
 
     @property
     def parameter_sigma(self) -> np.ndarray:
-        """(d, d) Σ in the simulator's coordinates x = Qθ: ``Q Σ Qᵀ``. Sign-based and adaptive optimisers act
+        """(d, d) Σ in the simulator's coordinates x = Qθ, that is ``Q Σ Qᵀ``. Sign-based and adaptive optimisers act
         elementwise there, so their laws need it."""
         sigma = np.diag(self.c) if self.sigma is None else self.sigma
         return sigma if self.basis is None else self.basis @ sigma @ self.basis.T

@@ -46,12 +46,14 @@ SPECTRUM_KINDS = {
     "bulk_outliers": ("d", "low", "high", "outliers"),
     "file": ("path",),
 }
+"""The spectrum kinds of a problem file and the keys each takes."""
 NOISE_KINDS = {
     "power": ("scale", "q"),
     "misaligned": ("scale", "q", "strength", "seed"),
     "file": ("path",),
     "dense": ("path",),
 }
+"""The noise kinds of a problem file and the keys each takes."""
 _OPTIONAL = {"scale": 1.0, "q": 1.0, "strength": 1.0, "seed": 0}
 _TOP_KEYS = ("name", "spectrum", "noise", "basis", "init")
 

@@ -167,7 +167,7 @@ def preconditioned_simple_noise_scale(p: NoisyQuadratic, theta, precond_x):
               = \frac{\sum_i p_i^2 (\Sigma_x)_{ii}}{\sum_i p_i^2 G_{x,i}^2}
 
     With ``precond_x`` = 1/(√v̂ + eps) from Adam's second moment this is what adaptdl's ``AdamGradientNoiseScale``
-    estimates: its two-batch estimates of |G|² and tr Σ are taken on P·g (AdaptDL, Qiao et al. 2021, OSDI; the
+    estimates: its two-batch estimates of ``|G|²`` and tr Σ are taken on P·g (AdaptDL, Qiao et al. 2021, OSDI; the
     estimator of McCandlish et al. 2018, arXiv:1812.06162, App. A.1, on preconditioned gradients). ``theta`` is in
     H's eigenbasis, shape (..., d); ``precond_x`` (d,) or broadcasting against theta.
     """

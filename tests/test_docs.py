@@ -1,7 +1,11 @@
-"""The README tour and the docstring examples run, and print what they say they print."""
+"""The README tour and the docstring examples run, and print what they say they print; the Sphinx site builds with
+warnings as errors and documents every public name."""
 
 import doctest
 import importlib
+import subprocess
+import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -42,3 +46,54 @@ def test_readme_tour(tmp_path, monkeypatch):
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=FLAGS)
     assert result.failed == 0
+
+
+def _inventory(path: Path) -> dict[str, str]:
+    """Sphinx's objects.inv as {name: domain:role} (four header lines, then zlib-compressed lines)."""
+    lines = path.read_bytes().split(b"\n", 4)
+    assert lines[0].startswith(b"# Sphinx inventory version 2")
+    entries = {}
+    for line in zlib.decompress(lines[4]).decode().splitlines():
+        name, role = line.split(" ", 2)[:2]
+        entries[name] = role
+    return entries
+
+
+@pytest.mark.slow
+def test_sphinx_site_builds_without_warnings_and_documents_every_public_name(tmp_path):
+    """Runs where the docs extra is installed (``pip install -e '.[docs]'``; the README's test command does)."""
+    for module in ("sphinx", "pydata_sphinx_theme", "myst_nb"):
+        pytest.importorskip(module)
+    out = tmp_path / "html"
+    build = [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-W",
+        "--keep-going",
+        "-E",
+        "-q",
+        "-b",
+        "html",
+        str(ROOT / "docs"),
+        str(out),
+    ]
+    done = subprocess.run(build, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-5000:]
+    names = _inventory(out / "objects.inv")
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        from conf import API
+    finally:
+        sys.path.remove(str(ROOT / "docs"))
+    for modname in API:
+        assert names.get(modname) == "py:module", modname
+        module = importlib.import_module(modname)
+        for name in module.__all__:
+            homes = [f"{home}.{name}" for home in API] + [getattr(getattr(module, name), "__name__", "")]
+            assert f"{modname}.{name}" in names or any(h in names for h in homes), f"{modname}.{name} undocumented"
+    for page in ("index", "tour", "architecture", "notebooks", "_generated/gallery", "_generated/api/internals"):
+        assert (out / f"{page}.html").exists(), page
+    rendered = sorted(p.name for p in (out / "_generated" / "notebooks").glob("*.html"))
+    assert len(rendered) == 6 and all(p[:2].isdigit() for p in rendered)
+    assert "<img" in (out / "_generated" / "notebooks" / rendered[2]).read_text()  # outputs rendered, figures too

@@ -8,12 +8,15 @@ after replacing the cell tagged ``parameters`` with ``SMALL = True`` and ``SHOW_
 from __future__ import annotations
 
 import json
-import os
+import sys
 from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+sys.path.insert(0, str(ROOT / "notebooks"))
+from run_small import execute_small  # noqa: E402  (notebooks/run_small.py, shared with the docs build)
 
 
 def code_cells(path: Path) -> list[str]:
@@ -31,20 +34,8 @@ def code_cells(path: Path) -> list[str]:
 
 
 def run_in_kernel(path: Path, cwd: Path):
-    """Execute the notebook at small size in an IPython kernel (nbclient); returns the executed notebook. A cell
-    that raises fails the run with the cell and its traceback (nbclient's CellExecutionError)."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    book = nbformat.read(path, as_version=4)
-    for cell in book.cells:
-        if "parameters" in cell.metadata.get("tags", []):
-            cell.source = "SMALL = True\nSHOW_SOLUTION = True"
-    book.cells.append(nbformat.v4.new_code_cell("print('exercise answered:', result is True)"))
-    client = NotebookClient(book, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}})
-    # the kernel draws inline as a user's does, not with the tests' own non-interactive backend
-    client.execute(env={k: v for k, v in os.environ.items() if k != "MPLBACKEND"})
-    return book
+    """The notebook executed at small size with the worked answer, and a last cell that reports the exercise."""
+    return execute_small(path, cwd, show_solution=True, extra_cells=["print('exercise answered:', result is True)"])
 
 
 def _outputs(book, kind: str) -> list:

@@ -10,7 +10,7 @@ recursion from the state (x_0, y_0), then, for any initial second moments,
 
 (the moment map is linear, and the stationary covariance is its fixed point). Each form is O(1) per
 coordinate and step, against O(log t) matrix products for powering the moment map
-(:func:`nqm.dynamics.expected.powered_second_moments`), which the tests use as an oracle beside step-by-step
+(``nqm.dynamics.expected.powered_second_moments``), which the tests use as an oracle beside step-by-step
 recursions.
 
 References: Zhang et al. 2019 (arXiv:1907.04164), §3 and App. A (momentum and EMA on the NQM).

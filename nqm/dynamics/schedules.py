@@ -223,7 +223,7 @@ def greedy_schedule(
     .. math:: \\epsilon_t = \\frac{\\operatorname{tr}(PH^2M_t)}{\\operatorname{tr}(P^2H^3M_t)
               + \\operatorname{tr}(P^2H\\Sigma)/B},\\qquad M_t = \\mathbb E[\\theta_t\\theta_t^\\top]
 
-    (McCandlish et al. 2018, arXiv:1812.06162, eq. 2.6 with |G|² → E|G|², and App. D), then the exact SGD
+    (McCandlish et al. 2018, arXiv:1812.06162, eq. 2.6 with ``|G|²`` → ``E|G|²``, and App. D), then the exact SGD
     moment update ``V ← (1 − ε_t p h)²V + ε_t²p²c/B``. Runs ``steps`` steps, or until E[L] ≤ ``target``
     (then ``steps`` caps the run; inf steps when the cap is reached first).
     """

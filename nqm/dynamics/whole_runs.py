@@ -19,7 +19,7 @@ count t, so
   analytic derivatives, started from a short vectorised golden-section search. No grid over ε, no bisection
   on integer steps.
 
-Other optimisers: :func:`steps_to_target` evaluates every step exactly (first hitting time, also where
+Other optimisers: :func:`~nqm.dynamics.steps_to_target` evaluates every step exactly (first hitting time, also where
 E[L_t] oscillates); ``optimal_steps_to_target(family="heavy_ball" | "nesterov" | "ema")`` tunes (ε, β) or
 (ε, γ) with golden-section searches over the O(d) closed forms of :mod:`nqm.dynamics.moments`.
 """
@@ -594,7 +594,7 @@ def optimal_steps_to_target(
     better, since t(ε) ≥ t* for all ε in the searched range: stable steps with a stationary loss below the
     target whose coordinates all relax downwards (V₀ ≥ V∞). ``interior`` says where the optimum is a
     stationary point inside that range; where it is not, the optimum sits on the range's edge and a larger ε,
-    at which some coordinate grows from the start, may be faster (check with :func:`steps_to_target`).
+    at which some coordinate grows from the start, may be faster (check with :func:`~nqm.dynamics.steps_to_target`).
 
     ``family="heavy_ball"``, ``"nesterov"`` and ``"ema"`` also tune h = β or γ in [10⁻⁶, 1 − 10⁻⁴]: golden
     sections on log(1 − h) around golden sections on log ε (ε up to the largest stable step whose stationary

@@ -2,7 +2,7 @@
 
 The public face of the package; behind it:
 
-* :mod:`.simulation` — :func:`simulate`, the front door, which checks the arguments and picks an engine;
+* :mod:`.simulation` — :func:`~nqm.simulate`, the front door, which checks the arguments and picks an engine;
 * :mod:`.sfc64` — the CPU engine on SFC64 streams, tiles of replicas on threads (:mod:`.parallel`);
 * :mod:`.counter` — the engine on counter-based Philox noise (:mod:`.philox`), the same streams on NumPy and in
   the fused CUDA kernel ``cuda/fused.cu`` (:mod:`.backend` compiles it), which runs an optimiser's per-coordinate

@@ -14,7 +14,7 @@ Weyl constants (0x9E3779B9, 0xBB67AE85) between rounds:
 
 nqm's counter layout: ``(block, coordinate, replica, stream)`` with the 64-bit key from the seed. One block
 gives 4 words → 4 normals (two Box–Muller pairs), the noise of steps 4·block … 4·block + 3; stream 0 draws
-θ₀, stream 1 the gradient noise, stream 2 :mod:`nqm.skip_ahead`'s jumps, stream 3 the single steps of
+θ₀, stream 1 the gradient noise, stream 2 :mod:`nqm.montecarlo.skip_ahead`'s jumps, stream 3 the single steps of
 :func:`nqm.one_step_improvement`. Uniforms are exact: ``(w + ½)·2⁻³²`` in float64 and ``(⌊w/2⁹⌋ + ½)·2⁻²³``
 in float32 (24 significant bits), so u ∈ (0, 1) and log u is finite; float32 normals are therefore bounded by
 √(2·24 ln 2) ≈ 5.8 (a tail mass of 7·10⁻⁹), float64 ones by 6.8.
@@ -58,7 +58,7 @@ KNOWN_ANSWERS = (
         (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1),
     ),
 )
-STREAM_INIT, STREAM_NOISE, STREAM_ONE_STEP = 0, 1, 3  # stream 2: nqm.skip_ahead's jumps
+STREAM_INIT, STREAM_NOISE, STREAM_ONE_STEP = 0, 1, 3  # stream 2: nqm.montecarlo.skip_ahead's jumps
 _LOW = 0xFFFFFFFF
 
 

@@ -4,7 +4,7 @@ Each replica starts from ``θ_0 ~ N(0, diag(init_var))`` (or a given ``theta0``)
 (:mod:`nqm.optim`) with minibatch gradients ``G_B = Hθ + ξ_B`` (:mod:`nqm.noise`). Two engines draw the noise:
 SFC64 streams per tile of replicas on threads (:mod:`.sfc64`, NumPy's default), or counter-based Philox keyed
 by (seed, replica, coordinate, step) (:mod:`.counter`, the same streams on the CPU and in the fused CUDA
-kernel). Both return a :class:`~.results.LossCurve`.
+kernel). Both return a :class:`~nqm.LossCurve`.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def simulate(
             same seed gives the same noise on both backends. On NumPy "philox" is the GPU kernel's reference:
             single-threaded and about 3× slower than "sfc64" on one thread.
 
-    Diagonal problems run the optimiser's transition in a fused loop (:mod:`nqm.recurrence`); dense Σ, a
+    Diagonal problems run the optimiser's transition in a fused loop (:mod:`nqm.montecarlo.recurrence`); dense Σ, a
     rotated basis or per-example noise run its ``update`` with matrix products.
 
     Example:

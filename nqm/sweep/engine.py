@@ -25,6 +25,7 @@ class InlineExecutor(Executor):
     """Runs each submitted call at once in the calling thread: the default, in-process executor."""
 
     def submit(self, fn, /, *args, **kwargs) -> Future:
+        """Run ``fn(*args, **kwargs)`` now; the returned future holds its result or its exception."""
         future: Future = Future()
         try:
             future.set_result(fn(*args, **kwargs))

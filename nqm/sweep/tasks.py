@@ -135,6 +135,7 @@ TASKS: dict[str, Callable] = {
     "steps_to_target": steps_to_target_task,
     "optimal_steps_to_target": optimal_steps_to_target_task,
 }
+"""The sweep tasks by name (:func:`nqm.sweep.run`'s ``task``)."""
 """Built-in tasks by name. Parameters ``problem`` ("zhang2019", "power_law" or a problem object in ``fixed``),
 ``d``, ``exponent``, ``noise_exponent``, ``noise_scale`` choose the problem and ``precond_power`` sets
 P = H^(−power); ``lr``, ``momentum``, ``nesterov`` and ``ema`` build the optimiser (:mod:`nqm.optim`); the rest go
