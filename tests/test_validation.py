@@ -171,6 +171,7 @@ def test_validate_on_a_problem_file(tmp_path):
     assert "Problem: power law 1.0" in report and "Not run on this problem" in report
     assert all(f"* {c['id']} (" in report for c in scope["not_run"])
     assert 'id="problem"' in (out / "report.html").read_text()
+    assert all((out / c["figure"]).exists() for c in checks if c["figure"])  # each check's figure was drawn
     facts = info.summary(nqm.NoisyQuadratic.from_file(problem), init_var=1.0, target=0.02)
     (frontier,) = [t for t in results["findings"] if t["title"].startswith("Steps/examples frontier")]
     assert frontier["rows"][0][:3] == [facts["S_min"], facts["E_min"], facts["B_crit"]]

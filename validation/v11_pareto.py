@@ -28,6 +28,7 @@ TITLE = "whole runs, the Pareto frontier and B_crit"
 BATCHES = 2.0 ** np.arange(2, 22)
 TARGETS = (0.1, 0.01, 0.001)
 POWERS = (0.0, 0.25, 0.5, 0.75)
+PROBLEM_FIGURE = "v11_problem.png"  # the figure of a run on a problem file
 
 
 def compute(d: int, d_sim: int, replicas: int, seed: int, out_dir):
@@ -158,7 +159,7 @@ def _simulated_noise_scales(d, replicas, seed):
     return _noise_scales_check(p, lr, batch, steps, replicas, stream(seed, "v11"), f"{steps} steps to 0.05")
 
 
-def _noise_scales_check(p, lr, batch, steps, replicas, seed, run_label, init_var=1.0):
+def _noise_scales_check(p, lr, batch, steps, replicas, seed, run_label, init_var=1.0, figure="v11_pareto.png"):
     """Simulated ratio-of-means B_noise(t), B_simple(t) along an SGD run against the exact ones, with a control."""
     trace = nqm.gradient_norm_trace(p, lr, max(1, batch // 8), batch, steps + 1, replicas, seed=seed, init_var=init_var)
     at = np.unique(np.round(np.geomspace(1, steps, 12)).astype(int))
@@ -177,7 +178,7 @@ def _noise_scales_check(p, lr, batch, steps, replicas, seed, run_label, init_var
         predicted=predicted,
         measured=measured,
         se=se,
-        figure="v11_pareto.png",
+        figure=figure,
         notes={"steps": at.tolist(), "batch": batch, "replicas": replicas},
     )
     control = check.control("V11 control: noise scales with noise 2×", "planted: Σ doubled", 2 * predicted)
@@ -287,6 +288,7 @@ def on_problem(user: UserProblem, replicas: int, seed: int, out_dir):
         stream(seed, "v11", "problem", "noise scales"),
         f"{int(at[-1])} steps to {target:.4g}",
         v0,
+        PROBLEM_FIGURE,
     )
     b_noise = np.array(run["B_noise"])
     table = Table(
@@ -319,9 +321,6 @@ def on_problem(user: UserProblem, replicas: int, seed: int, out_dir):
         figure=_problem_figure(batch, steps, facts, out_dir),
     )
     return [check, control, cross, *scale_checks], [table, scale_table]
-
-
-PROBLEM_FIGURE = "v11_problem.png"
 
 
 def _problem_figure(batch, steps, facts, out_dir) -> str:
