@@ -117,6 +117,7 @@ def _validate_errors(args) -> str | None:
     into ``args.user_problem``)."""
     from validation.claims import discover
     from validation.families import UserProblem
+    from validation.output import refusal
 
     if args.seed < 0:
         return f"--seed must be an integer >= 0, got {args.seed}"
@@ -139,7 +140,7 @@ def _validate_errors(args) -> str | None:
             refused = [c for c in discover() if c.id in chosen and c.run_on_problem is None]
             if refused:
                 return f"--only {refused[0].id} does not run on a problem file: {refused[0].not_on_a_problem}"
-    return _writable_directory(args.out)
+    return refusal(args.out) or _writable_directory(Path(args.out).parent)
 
 
 def _info_parser(parser: argparse.ArgumentParser) -> None:

@@ -190,3 +190,53 @@ def test_only_on_a_problem_file(tmp_path, capsys):
 
     with pytest.raises(ValueError, match="V9 does not run on a problem file"):  # from Python, the runner raises
         run(tmp_path / "r2", quick=True, only=["V9"], problem=UserProblem.read(problem))
+
+
+def _snapshot(directory):
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def test_a_failed_run_leaves_the_previous_report_as_it_was(tmp_path, monkeypatch):
+    import validation.v5_identities as v5
+    from validation.runner import run
+
+    out = tmp_path / "report"
+    run(out, quick=True, only=["V5"], log=lambda m: None)
+    before = _snapshot(out)
+    assert {"results.json", "report.md", "report.html", "v5_identities.png"} <= set(before)
+
+    def interrupted(ctx):
+        (ctx.out_dir / "v5_identities.png").write_bytes(b"half a figure")  # a claim dies after drawing
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(v5, "run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run(out, quick=True, only=["V5"], log=lambda m: None)
+    assert _snapshot(out) == before  # untouched: no new figure beside the old report
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # and no partial directory left behind
+
+
+def test_a_rerun_replaces_the_report_whole(tmp_path):
+    from validation.runner import run
+
+    out = tmp_path / "report"
+    run(out, quick=True, only=["V9"], log=lambda m: None)
+    assert any(name.startswith("v9_") for name in _snapshot(out))
+    run(out, quick=True, only=["V5"], log=lambda m: None)
+    names = set(_snapshot(out))
+    assert not any(name.startswith("v9_") for name in names), names  # no stale figure of a check not rerun
+    assert json.loads((out / "results.json").read_text())["meta"]["only"] == ["V5"]
+
+
+def test_a_directory_of_other_files_is_refused(tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("my notes")
+    assert cli_main(["validate", "--quick", "--only", "V5", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "not an nqm report" in err and "notes.txt" in err and err.count("\n") == 1
+    assert _snapshot(out) == {"notes.txt": b"my notes"}
+    from validation.runner import run
+
+    with pytest.raises(ValueError, match="not an nqm report"):  # called from Python too
+        run(out, quick=True, only=["V5"])

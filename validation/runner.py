@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .claims import Context, discover
 from .families import Budget, UserProblem
+from .output import atomic_directory
 from .report import write
 from .stats import ALPHA_SUITE, decide
 
@@ -39,9 +40,19 @@ def run(
     if problem is not None and only is not None:
         if refused := [c for c in claims if c.id in want and c.run_on_problem is None]:
             raise ValueError("; ".join(f"{c.id} does not run on a problem file: {c.not_on_a_problem}" for c in refused))
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_directory(out_dir) as work:  # the report appears whole, or the old one stays as it was
+        summary, seconds = _run(claims, want, ids, work, quick, seed, log, only, problem)
+    log(
+        f"{summary['checks_passed']}/{summary['checks']} checks pass, {summary['controls_rejected']}/"
+        f"{summary['controls']} controls rejected; report in {Path(out_dir) / 'report.md'} ({seconds:.1f} s)"
+    )
+    return summary
+
+
+def _run(claims, want, ids, work: Path, quick, seed, log, only, problem) -> tuple[dict, float]:
+    """Runs the chosen claims, writing figures and the report into ``work`` (which becomes ``out_dir``)."""
     start = time.perf_counter()
-    ctx = Context(out_dir, Budget.make(quick), seed, problem)
+    ctx = Context(work, Budget.make(quick), seed, problem)
     checks, tables, not_run = [], [], []
     for claim in claims:
         if claim.id not in want:
@@ -73,15 +84,11 @@ def run(
             "ran": [c.id for c in claims if c.id in want and c.run_on_problem is not None],
             "not_run": not_run,
         }
-    summary = write(checks, out_dir, meta, tables)
+    summary = write(checks, work, meta, tables)
     for c in checks:
         if not c.passed:
             log(f"  {'FAILED' if c.kind == 'check' else 'NOT REJECTED'}: {c.name}")
-    log(
-        f"{summary['checks_passed']}/{summary['checks']} checks pass, {summary['controls_rejected']}/"
-        f"{summary['controls']} controls rejected; report in {out_dir / 'report.md'} ({meta['seconds']:.1f} s)"
-    )
-    return summary
+    return summary, meta["seconds"]
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
