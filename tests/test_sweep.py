@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
@@ -150,15 +151,16 @@ def test_result_named_like_a_parameter_gets_a_prefix():
     assert r.rows()[0]["steps"] == 1 and r.rows()[0]["result_steps"] == 2
 
 
-def test_a_failing_task_names_its_parameters_and_keeps_earlier_records(tmp_path):
-    def f(x, seed):
-        if x == 2:
-            raise RuntimeError("boom")
-        return x
+def _fails_at_two(x, seed):
+    if x == 2:
+        raise RuntimeError("boom")
+    return x
 
+
+def test_a_failing_task_names_its_parameters_and_keeps_earlier_records(tmp_path):
     path = tmp_path / "s.jsonl"
     with pytest.raises(sweep.SweepTaskError, match=r"\{'x': 2\}: RuntimeError: boom"):
-        sweep.run(f, sweep.grid(x=[0, 1, 2, 3]), path=path, progress=False)
+        sweep.run(_fails_at_two, sweep.grid(x=[0, 1, 2, 3]), path=path, progress=False)
     assert [rec["params"]["x"] for rec in sweep.load(path).records] == [0, 1]
 
 
@@ -169,6 +171,62 @@ def test_a_file_from_another_sweep_is_refused(tmp_path):
         sweep.run("steps_to_target", [{"lr": 0.5}], fixed={"d": 50, "batch_size": 8, "target": 0.2}, path=path)
     with pytest.raises(ValueError, match="different sweep"):
         sweep.run("steps_to_target", [{"lr": 0.5}], fixed={"d": 50, "batch_size": 8, "target": 0.1}, path=path, seed=3)
+
+
+def _scaled(x, seed, f):
+    return f(x)
+
+
+def _double(v):
+    return 2 * v
+
+
+def _times(v, k):
+    return k * v
+
+
+def test_functions_a_file_cannot_identify_are_refused(tmp_path):
+    """A sweep file names functions by module:name: a lambda, a local function or a renamed one would resume with
+    another function's results, so with a path they are refused (without one nothing is resumed: they run)."""
+    path = tmp_path / "s.jsonl"
+
+    def local(x, seed):
+        return x
+
+    cases = [
+        (_scaled, {"f": lambda v: 2 * v}, r"fixed\['f'\] is a lambda"),
+        (local, {}, "task is a function defined inside another"),
+        (_scaled, {"f": functools.partial(lambda v, k: k * v, k=2)}, r"fixed\['f'\] \(a partial\)\[0\] is a lambda"),
+    ]
+    for task, fixed, message in cases:
+        with pytest.raises(ValueError, match=message):
+            sweep.run(task, sweep.grid(x=[1]), fixed=fixed, path=path, progress=False)
+        assert not path.exists()  # refused before the file is made
+        assert sweep.run(task, sweep.grid(x=[1]), fixed=fixed, progress=False).loaded == 0  # runs without a file
+    done = sweep.run(_scaled, sweep.grid(x=[1, 2]), fixed={"f": _double}, path=path, progress=False)
+    assert [rec["result"]["value"] for rec in done.records] == [2, 4]
+
+
+def test_partials_with_other_arguments_are_other_sweeps(tmp_path):
+    path = tmp_path / "s.jsonl"
+    twice, thrice = functools.partial(_times, k=2), functools.partial(_times, k=3)
+    first = sweep.run(_scaled, sweep.grid(x=[1]), fixed={"f": twice}, path=path, progress=False)
+    assert first.records[0]["result"] == {"value": 2}
+    resumed = sweep.run(_scaled, sweep.grid(x=[1]), fixed={"f": functools.partial(_times, k=2)}, path=path)
+    assert resumed.loaded == 1  # the same partial in a new object resumes
+    with pytest.raises(ValueError, match="different sweep"):
+        sweep.run(_scaled, sweep.grid(x=[1]), fixed={"f": thrice}, path=path, progress=False)
+
+
+def test_a_header_only_file_without_its_newline_is_read_not_cut(tmp_path):
+    path = tmp_path / "s.jsonl"
+    fixed = {"d": 50, "batch_size": 8, "target": 0.1}
+    sweep.run("steps_to_target", [{"lr": 0.5}], fixed=fixed, path=path)
+    head = path.read_text().splitlines()[0]
+    path.write_text(head)  # the header alone, its newline lost (an editor, a copy)
+    r = sweep.run("steps_to_target", [{"lr": 0.5}], fixed=fixed, path=path)
+    lines = path.read_text().splitlines()
+    assert lines[0] == head and len(lines) == 2 and r.loaded == 0
 
 
 def test_a_file_that_is_not_a_sweep_is_refused_and_left_alone(tmp_path):

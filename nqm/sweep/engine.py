@@ -14,7 +14,7 @@ import numpy as np
 
 from ..progress import Progress
 from .params import RESERVED, canonical, check_params, task_seed
-from .records import decode_record, header, read_file
+from .records import decode_record, header, read_file, unidentifiable
 from .table import SweepResult
 from .tasks import check_callable, resolve_task, run_chunk, task_name
 
@@ -69,7 +69,10 @@ def run(
         seed: the sweep seed; each task gets :func:`task_seed` ``(seed, params)``.
         executor: where tasks run (default in-process). The caller owns it and shuts it down.
         path: a JSON-lines file; records are appended as tasks finish and those already there are skipped.
-            A file written by a different sweep (task, seed or fixed arguments) is refused.
+            A file written by a different sweep (task, seed or fixed arguments) is refused. Functions in ``task``
+            and ``fixed`` are named in the file by module:name, so with a path they must be module-level
+            functions: a lambda or a local function is refused (ValueError), since the file could not tell it from
+            another of that name. Partials and bound methods are identified by their arguments and object.
         chunksize: tasks per submitted call (default: about 8 calls per worker, at most 64 tasks each;
             1 in-process). Larger chunks cost less scheduling; an interrupt loses the chunks in flight.
         progress: done/total, rate and time left on stderr; default on, silent for the first 2 s.
@@ -98,6 +101,9 @@ def run(
             ) from None
 
     path = Path(path) if path is not None else None
+    if path is not None:  # the file's header must tell this sweep from any other
+        if why := unidentifiable(task, "task") or unidentifiable(fixed, "fixed"):
+            raise ValueError(why)
     head = header(task_name(task), seed, fixed)
     done: dict[str, dict] = {}
     if path is not None:

@@ -1,12 +1,16 @@
 """The sweep file: JSON lines (strict JSON, non-finite floats as strings), a header line that identifies the
-sweep, records appended as tasks finish, and reading it back (a torn last line is cut)."""
+sweep, records appended as tasks finish, and reading it back (a torn last line is cut; a whole one missing only its
+newline is kept)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib
 import json
 import math
 import pickle
+import types
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -15,7 +19,7 @@ import numpy as np
 from .params import plain_value
 from .table import SweepResult
 
-__all__ = ["FORMAT", "encode", "decode_record", "describe", "header", "read_file", "load"]
+__all__ = ["FORMAT", "encode", "decode_record", "describe", "unidentifiable", "header", "read_file", "load"]
 
 FORMAT = 1
 """The version written in a sweep file's header line."""
@@ -66,6 +70,12 @@ def describe(value):
         return {"ndarray": list(value.shape), "sha256": hashlib.sha256(np.ascontiguousarray(value)).hexdigest()}
     if isinstance(value, Mapping):
         return {str(k): describe(v) for k, v in value.items()}
+    if isinstance(value, functools.partial):
+        return {"partial": describe(value.func), "args": describe(list(value.args)), "kw": describe(value.keywords)}
+    if isinstance(value, types.MethodType):
+        return {"method": describe(value.__func__), "self": describe(value.__self__)}
+    if isinstance(value, (list, tuple)):
+        return [describe(v) for v in value]
     if callable(value) and hasattr(value, "__qualname__"):
         return f"{value.__module__}:{value.__qualname__}"
     if hasattr(value, "__dict__"):  # a problem object: its class and the digest of its arrays and settings
@@ -75,6 +85,45 @@ def describe(value):
             digest.update(pickle.dumps(describe(v)) if not isinstance(v, np.ndarray) else np.ascontiguousarray(v))
         return {"object": repr(value), "sha256": digest.hexdigest()}
     return repr(value)
+
+
+def _importable(fn) -> bool:
+    """Whether module:qualname leads back to ``fn`` (so the name in a file's header identifies it)."""
+    try:
+        obj = importlib.import_module(fn.__module__)
+        for part in fn.__qualname__.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError, TypeError):
+        return False
+    return obj is fn
+
+
+def unidentifiable(value, where: str) -> str | None:
+    """Why a function inside ``value`` (the task, or a fixed argument) cannot be told from another one of the same
+    name in a sweep file's header, else None. Such a file would resume with the other function's results."""
+    if isinstance(value, Mapping):
+        return next((why for k, v in value.items() if (why := unidentifiable(v, f"{where}[{k!r}]"))), None)
+    if isinstance(value, (list, tuple)):
+        return next((why for i, v in enumerate(value) if (why := unidentifiable(v, f"{where}[{i}]"))), None)
+    if isinstance(value, functools.partial):
+        return unidentifiable([value.func, *value.args, *value.keywords.values()], f"{where} (a partial)")
+    if isinstance(value, types.MethodType):
+        return unidentifiable(value.__func__, where)
+    if not isinstance(value, types.FunctionType):
+        return None
+    name = f"{value.__module__}:{value.__qualname__}"
+    if "<lambda>" in value.__qualname__:
+        kind = "a lambda"
+    elif "<locals>" in value.__qualname__:
+        kind = "a function defined inside another"
+    elif not _importable(value):
+        kind = "a function that its module does not hold under that name"
+    else:
+        return None
+    return (
+        f"{where} is {kind} ({name}); a sweep file names functions by module:name, so it could not tell this one "
+        "from another of that name and would resume with the wrong results. Define it at module level."
+    )
 
 
 def header(task_name: str, seed: int, fixed: dict) -> dict:
@@ -98,14 +147,26 @@ def read_file(path: Path) -> tuple[dict | None, list[dict]]:
         raise ValueError(f"{path} is not an nqm sweep file (no header line); use another path")
     if not raw.endswith(b"\n"):
         keep = raw.rfind(b"\n") + 1
-        with open(path, "r+b") as f:
-            f.truncate(keep)
-        raw = raw[:keep]
+        if _complete(raw[keep:]):  # written whole, only the newline is missing (a header-only file, say)
+            with open(path, "ab") as f:
+                f.write(b"\n")
+            raw += b"\n"
+        else:  # torn mid-write
+            with open(path, "r+b") as f:
+                f.truncate(keep)
+            raw = raw[:keep]
     try:
         records = [decode_record(json.loads(line)) for line in raw.decode().splitlines()[1:] if line.strip()]
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: a record is not valid JSON ({exc}); the file was edited or corrupted") from None
     return header, records
+
+
+def _complete(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
 
 
 def load(path) -> SweepResult:
