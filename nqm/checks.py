@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 __all__ = [
@@ -13,6 +15,8 @@ __all__ = [
     "check_replicas",
     "check_count",
     "check_init_var",
+    "available_memory",
+    "check_memory",
 ]
 
 
@@ -88,3 +92,35 @@ def check_init_var(init_var, d: int) -> np.ndarray:
     if v.shape != (d,) or not np.all(np.isfinite(v)) or np.any(v < 0):
         raise ValueError(f"init_var must be a scalar or shape ({d},) of finite values >= 0")
     return v
+
+
+def available_memory() -> int | None:
+    """Bytes of memory a new allocation can still get: Linux's MemAvailable, else the physical memory; None when
+    the system says neither."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _size(nbytes: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if nbytes < 1024 or unit == "PiB":
+            return f"{nbytes:.3g} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:.3g} PiB"  # unreachable: the loop returns at PiB
+
+
+def check_memory(nbytes: float, what: str, fix: str) -> None:
+    """Raise MemoryError at once, before anything is allocated, when ``what`` needs more than the memory available
+    (the message says how much, and ``fix``: how to split the work)."""
+    available = available_memory()
+    if available is not None and nbytes > available:
+        raise MemoryError(f"{what} needs about {_size(nbytes)}, more than the {_size(available)} available; {fix}")

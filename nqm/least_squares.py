@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import check_batch_size, check_count, check_init_var, check_lr, check_replicas
+from .checks import check_batch_size, check_count, check_init_var, check_lr, check_memory, check_replicas
 from .curves import LossCurve, exact_curve
 from .montecarlo import OneStepResult, loss_curve
 from .montecarlo.parallel import run_tasks, thread_count, tile_rng
@@ -71,6 +71,11 @@ class LeastSquares:
         opt = require_linear(as_optimizer(opt), "LeastSquares.expected_loss")
         b = float(check_batch_size(batch_size))
         steps = check_count("steps", steps)
+        check_memory(
+            16.0 * (steps + 1) * self.d,
+            f"LeastSquares.expected_loss keeps (steps + 1) × d = {steps + 1} × {self.d} second moments",
+            "ask for fewer steps per call",
+        )
         m = check_init_var(init_var, self.d).copy()
         if isinstance(opt, Sgd) and opt.precond is None:
             e = opt.lr  # SGD: the one-state recursion of the module docstring
@@ -147,6 +152,11 @@ class LeastSquares:
         replicas = check_replicas(replicas)
         rec = check_record(steps, at)
         var0 = check_init_var(init_var, self.d)
+        check_memory(
+            16.0 * replicas * rec.size,
+            f"LeastSquares.simulate with replicas × recorded steps = {replicas} × {rec.size}",
+            "run fewer replicas per call with different seeds and pool the results, or record fewer steps (at=[...])",
+        )
         rows = max(1, (1 << 16) // (self.d * b))
         blocks = list(range(0, replicas, rows))
 

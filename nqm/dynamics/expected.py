@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import check_count, check_init_var
+from ..checks import check_count, check_init_var, check_memory
 from ..curves import LossCurve, exact_curve
 from ..noise import step_coefficients
 from ..optim import Ema, HeavyBall, Nesterov, Sgd, as_optimizer, require_linear, stable_lr_bound
@@ -46,6 +46,10 @@ _BLOCK_ELEMENTS = 1 << 20
 def _checkpoints(steps, at) -> np.ndarray:
     steps = check_count("steps", steps)
     if at is None:
+        # every step: the steps, their order, the losses and a block of second moments are each this long
+        check_memory(
+            40.0 * (steps + 1), f"a loss at every one of {steps} steps", "pass at=[...] with the steps you need"
+        )
         return np.arange(int(steps) + 1)
     t = np.asarray(at)
     if t.ndim != 1 or np.any(t < 0) or np.any(t > steps) or np.any(t != np.round(t)):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import check_count, check_init_var, check_lr, check_replicas
+from ..checks import check_count, check_init_var, check_lr, check_memory, check_replicas
 from ..noise import check_distribution, nested_minibatch_noise
 from ..problem import NoisyQuadratic
 from .basis import WorkingBasis
@@ -40,6 +40,12 @@ def gradient_norm_trace(
     steps, replicas = check_count("steps", steps, 1), check_replicas(replicas)
     check_distribution(per_example)
     var0 = check_init_var(init_var, p.d)
+    # five (replicas, steps) traces, and the blocks' copies of them before they are joined
+    check_memory(
+        80.0 * replicas * steps,
+        f"gradient_norm_trace with replicas × steps = {replicas} × {steps}",
+        "run fewer replicas per call with different seeds and pool the traces",
+    )
     basis = WorkingBasis(p, np.ones(p.d), np.float64)
     rows = max(1, GENERAL_TILE_ELEMENTS // p.d)
     blocks = list(range(0, replicas, rows))

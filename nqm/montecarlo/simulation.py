@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import check_batch_size, check_count, check_init_var, check_replicas
+from ..checks import check_batch_size, check_count, check_init_var, check_memory, check_replicas
 from ..noise import check_distribution
 from ..optim import as_optimizer
 from ..problem import NoisyQuadratic, check_precond
@@ -110,6 +110,13 @@ def simulate(
     check_distribution(per_example)
     rec = check_record(steps, at)
     var0 = check_init_var(init_var, p.d)
+    # the per-replica losses (and the tiles' copies of them before they are joined), the final θ if kept
+    check_memory(
+        16.0 * replicas * (rec.size + (p.d if keep_state else 0)),
+        f"simulate with replicas × recorded steps = {replicas} × {rec.size}"
+        + (f" and the final θ (replicas × d = {replicas} × {p.d})" if keep_state else ""),
+        "run fewer replicas per call with different seeds and pool the results, or record fewer steps (at=[...])",
+    )
     th0 = None
     if theta0 is not None:
         th0 = np.asarray(theta0, dtype=np.float64)
