@@ -103,14 +103,20 @@ def test_simulate_result_fields_and_record():
     np.testing.assert_allclose(r.losses[:, -1], 0.5 * (r.state**2) @ p.h, rtol=1e-12)
 
 
-def test_float32_state_accumulates_loss_in_float64():
-    p = nqm.NoisyQuadratic.zhang2019(50)
-    a = nqm.simulate(p, 0.5, 2, 5, replicas=3, theta0=np.ones(50), dtype=np.float32)
+@pytest.mark.parametrize("rotated", [False, True])
+def test_float32_state_accumulates_loss_in_float64(rotated):
+    """A float32 state's loss is taken from float64 squares summed in float64: with θ ~ 1e-25 every square (1e-50)
+    underflows to 0 in float32, so the loss is right only if it is accumulated in float64 (no noise: the run is
+    (1 − εh)ᵗθ₀ exactly, and float32 rounding of the state alone costs 1e-6)."""
+    h = nqm.NoisyQuadratic.zhang2019(50).h
+    basis = np.linalg.qr(np.random.default_rng(0).normal(size=(50, 50)))[0] if rotated else None
+    p = nqm.NoisyQuadratic(h, 0 * h, basis=basis)
+    theta0 = np.full(50, 1e-25)
+    a = nqm.simulate(p, 0.5, 2, 5, replicas=3, theta0=theta0, dtype=np.float32)
     assert a.mean.dtype == np.float64
-    b = nqm.simulate(nqm.NoisyQuadratic(p.h, 0 * p.c), 0.5, 2, 5, replicas=3, theta0=np.ones(50), dtype=np.float32)
-    np.testing.assert_allclose(
-        b.mean, dynamics.expected_loss(p.__class__(p.h, 0 * p.c), 0.5, 2, 5, at=b.steps), rtol=1e-6
-    )
+    exact = dynamics.expected_loss(p, 0.5, 2, 5, at=a.steps, init_var=theta0**2)
+    assert 0 < exact[-1] < np.finfo(np.float32).smallest_subnormal  # a loss float32 cannot hold
+    np.testing.assert_allclose(a.mean, exact, rtol=1e-6)
 
 
 def test_progress_is_reported_on_stderr_when_asked():

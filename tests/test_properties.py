@@ -3,7 +3,7 @@ points, batch sizes and steps; it never chooses seeds for a statistical assertio
 
 import numpy as np
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from strategies import batch_sizes, linear_optimisers, problem_and_point, problems, rotations, sign_problems
 
@@ -135,15 +135,30 @@ def test_zero_noise_simulation_equals_deterministic_run(p, lr_scaled, steps, rot
     assert np.all(sim.sem <= 1e-12 * sim.mean + 1e-300)  # every replica is the same run
 
 
-@given(problems(max_d=6), st.integers(0, 2**32 - 1), st.data())
-def test_same_seed_same_result_whatever_the_threads(p, seed, data):
+@given(problems(max_d=6), st.integers(0, 2**32 - 1), st.booleans(), st.data())
+@settings(max_examples=25, deadline=None)
+def test_same_seed_same_result_whatever_the_threads(p, seed, rotated, data):
+    """Several tiles, really run on two threads (a spy counts them), give bit-identical losses to one thread."""
+    from nqm.montecarlo import sfc64
+
     opt = data.draw(linear_optimisers(0.5 / p.h.max()))
-    kw = dict(batch_size=3, steps=12, replicas=5, seed=seed, keep_losses=True)
-    a = nqm.simulate(p, opt, threads=1, **kw)
-    b = nqm.simulate(p, opt, threads=2, **kw)
-    c = nqm.simulate(p, opt, threads=1, **kw)
+    if rotated:  # the general path, with its own tile size
+        p = nqm.NoisyQuadratic(p.h, p.c, basis=data.draw(rotations(p.d)))
+    per_tile = (sfc64.GENERAL_TILE_ELEMENTS if rotated else sfc64.TILE_ELEMENTS) // p.d
+    kw = dict(batch_size=3, steps=6, replicas=2 * per_tile + 3, seed=seed, keep_losses=True)  # three tiles
+    calls = []
+
+    def spy(tasks, threads):
+        calls.append((len(tasks), threads))
+        return run_tasks(tasks, threads)
+
+    run_tasks = sfc64.run_tasks
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sfc64, "run_tasks", spy)
+        a = nqm.simulate(p, opt, threads=1, **kw)
+        b = nqm.simulate(p, opt, threads=2, **kw)
+    assert calls == [(3, 1), (3, 2)]
     np.testing.assert_array_equal(a.losses, b.losses)
-    np.testing.assert_array_equal(a.losses, c.losses)
 
 
 @given(problem_and_point(min_d=2, max_d=6), st.data())
