@@ -59,15 +59,31 @@ def test_unstable_step_diverges_to_inf(zhang):
 
 
 def test_long_runs_in_high_dimension_are_finite_and_accurate():
-    """10⁶ steps, d = 10⁶: checkpoints only, no overflow; the closed form and the powered map agree."""
+    """10⁶ steps, d = 10⁶: checkpoints only, no overflow; SGD's and heavy ball's closed forms agree as β → 0."""
     p = nqm.NoisyQuadratic.zhang2019(10**6)
     at = [0, 1, 1000, 10**5, 10**6]
     sgd = dynamics.expected_loss(p, 1.0, 100, 10**6, at=at)
     assert np.all(np.isfinite(sgd)) and np.all(np.diff(sgd) < 0)
     assert sgd[0] == pytest.approx(0.5 * p.h.sum())
-    # momentum → 0 reduces to SGD: the generic powered map must agree with the closed form
     tiny = dynamics.expected_loss(p, optim.heavy_ball(1.0, 1e-12), 100, 10**6, at=at)
     np.testing.assert_allclose(tiny, sgd, rtol=1e-8)
+
+
+def test_the_powered_map_in_high_dimension(monkeypatch):
+    """10⁶ steps, d = 10⁵ (25 blocks of coordinates, the last one partial): an optimiser with no closed form (EMA of
+    heavy ball) runs the powered moment map, which a spy confirms, and with β, γ → 0 it reduces to SGD's closed
+    form."""
+    from nqm.dynamics import expected
+
+    calls = []
+    powered = expected.powered_second_moments
+    monkeypatch.setattr(expected, "powered_second_moments", lambda *a: calls.append(a[1].size) or powered(*a))
+    p = nqm.NoisyQuadratic.zhang2019(10**5)
+    at = [0, 1, 1000, 10**5, 10**6]
+    sgd = dynamics.expected_loss(p, 1.0, 100, 10**6, at=at)
+    near_sgd = dynamics.expected_loss(p, optim.ema(optim.heavy_ball(1.0, 1e-12), 1e-12), 100, 10**6, at=at)
+    assert sum(calls) == p.d and len(calls) > 1  # every coordinate, block by block
+    np.testing.assert_allclose(near_sgd, sgd, rtol=1e-8)
 
 
 def test_no_cancellation_when_eps_h_is_tiny():
