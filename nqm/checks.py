@@ -22,6 +22,8 @@ __all__ = [
 
 def as_vector(name: str, values, d: int | None = None) -> np.ndarray:
     """``values`` as a finite 1-D float64 array (a scalar is broadcast to length ``d`` when d is given)."""
+    if np.iscomplexobj(values):
+        raise TypeError(f"{name} must be real, got complex values")
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim == 0 and d is not None:
         arr = np.full(d, float(arr))

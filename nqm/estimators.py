@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .checks import check_count
+
 __all__ = [
     "two_batch_estimates",
     "per_example_estimates",
@@ -197,10 +199,11 @@ class DataParallel:
     loss_scale: float = 1.0
 
     def __post_init__(self):
-        if self.workers < 2:
-            raise ValueError("the two-batch estimate needs at least two workers (B_big > B_small)")
-        if self.local_batch < 1 or self.accumulation < 1 or self.loss_scale <= 0:
-            raise ValueError("local_batch and accumulation must be >= 1 and loss_scale > 0")
+        check_count("workers", self.workers, 2)  # the two-batch estimate needs B_big > B_small
+        check_count("local_batch", self.local_batch, 1)
+        check_count("accumulation", self.accumulation, 1)
+        if not (np.isfinite(self.loss_scale) and self.loss_scale > 0):
+            raise ValueError(f"loss_scale must be finite and > 0, got {self.loss_scale!r}")
         if self.reduction not in ("mean", "sum"):
             raise ValueError("reduction must be 'mean' or 'sum'")
 

@@ -23,7 +23,7 @@ from .checks import check_batch_size, check_count, check_init_var, check_lr, che
 from .curves import LossCurve, exact_curve
 from .montecarlo import OneStepResult, loss_curve
 from .montecarlo.parallel import run_tasks, thread_count, tile_rng
-from .montecarlo.results import check_record
+from .montecarlo.results import as_asked, check_record
 from .optim import Sgd, as_optimizer, require_linear
 from .problem import NoisyQuadratic, check_precond
 
@@ -150,7 +150,8 @@ class LeastSquares:
         b = check_count("batch_size", batch_size, 1)
         steps = check_count("steps", steps)
         replicas = check_replicas(replicas)
-        rec = check_record(steps, at)
+        asked = check_record(steps, at)
+        rec = np.unique(asked)  # recorded in order; the curve comes back as asked
         var0 = check_init_var(init_var, self.d)
         check_memory(
             16.0 * replicas * rec.size,
@@ -179,7 +180,7 @@ class LeastSquares:
             return run
 
         parts = run_tasks([block(r0) for r0 in blocks], thread_count(threads, len(blocks)))
-        return loss_curve(rec, np.concatenate(parts))
+        return as_asked(loss_curve(rec, np.concatenate(parts)), asked)
 
     def one_step_improvement(self, theta, lr, batch_size, replicas: int, *, seed=0, threads=None):
         """ΔL = L(θ) − L(θ − εG_B) with B real examples, on a broadcast (lr, batch_size) grid; every cell has

@@ -116,6 +116,7 @@ def minibatch_noise(
         rows: number of independent draws (replicas).
         per_example: None for batch-scaled Gaussian noise, else a name in ``EXAMPLE_DISTRIBUTIONS``.
     """
+    batch_size = float(check_batch_size(batch_size, integer=per_example is not None))
     if per_example is None:
         z = rng.standard_normal((rows, p.d), dtype=dtype)
         scale = 1.0 / np.sqrt(batch_size)

@@ -460,7 +460,7 @@ def as_optimizer(opt) -> Optimizer:
         return opt
     if isinstance(opt, (int, float, np.integer, np.floating)) and not isinstance(opt, bool):
         return sgd(opt)
-    raise TypeError(f"expected an optimiser from nqm.optim (or a step size), got {opt!r}")
+    raise TypeError(f"opt must be an optimiser from nqm.optim or a step size (one number), got {opt!r}")
 
 
 def require_linear(opt, engine: str):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import problem_file
-from .checks import as_vector, check_positive_vector
+from .checks import as_vector, check_count, check_positive_vector
 
 __all__ = ["NoisyQuadratic", "check_precond"]
 
@@ -194,9 +194,8 @@ class NoisyQuadratic:
     @classmethod
     def zhang2019(cls, d: int = 10_000) -> NoisyQuadratic:
         """The setup of Zhang et al. 2019 (arXiv:1907.04164, §4): ``h_i = 1/i``, ``c = h``."""
-        if int(d) < 1:
-            raise ValueError("d must be >= 1")
-        h = 1.0 / np.arange(1, int(d) + 1, dtype=np.float64)
+        d = check_count("d", d, 1)
+        h = 1.0 / np.arange(1, d + 1, dtype=np.float64)
         return cls(h, h.copy(), name=f"zhang2019(d={int(d)})")
 
 

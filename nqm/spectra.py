@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .checks import as_vector, check_count, check_positive_vector
+
 __all__ = [
     "power_law",
     "uniform",
@@ -22,9 +24,7 @@ __all__ = [
 
 
 def _check_d(d) -> int:
-    if int(d) != d or int(d) < 1:
-        raise ValueError(f"d must be a positive integer, got {d!r}")
-    return int(d)
+    return check_count("d", d, 1)
 
 
 def _check_range(low, high) -> tuple[float, float]:
@@ -42,8 +42,10 @@ def power_law(d: int, exponent: float, scale: float = 1.0) -> np.ndarray:
         array([1.        , 0.5       , 0.33333333])
     """
     d = _check_d(d)
-    if not np.isfinite(exponent) or scale <= 0:
-        raise ValueError("exponent must be finite and scale > 0")
+    if not np.isfinite(exponent):
+        raise ValueError(f"exponent must be finite, got {exponent!r}")
+    if not (np.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be finite and > 0, got {scale!r}")
     return float(scale) * np.arange(1, d + 1, dtype=np.float64) ** (-float(exponent))
 
 
@@ -70,7 +72,10 @@ def bulk_outliers(d: int, bulk: tuple[float, float], outliers) -> np.ndarray:
         raise ValueError(f"need fewer outliers ({out.size}) than dimensions ({d})")
     if np.any(out <= 0) or not np.all(np.isfinite(out)):
         raise ValueError("outliers must be finite and > 0")
-    return np.concatenate([out, log_uniform(d - out.size, *bulk)])
+    low, high = _check_range(*bulk)
+    if out.size and out[-1] <= high:
+        raise ValueError(f"outliers must lie above the bulk (> high = {high:g}), got {out[-1]:g}")
+    return np.concatenate([out, log_uniform(d - out.size, low, high)])
 
 
 def custom(values) -> np.ndarray:
@@ -85,9 +90,11 @@ def custom(values) -> np.ndarray:
 
 def noise_power(h, scale: float = 1.0, exponent: float = 1.0) -> np.ndarray:
     """Noise variances aligned with H: ``c_i = scale · h_i^exponent`` (``exponent = 1`` is C ∝ H)."""
-    h = np.asarray(h, dtype=np.float64)
-    if scale < 0:
-        raise ValueError("scale must be >= 0")
+    h = check_positive_vector("h", h)
+    if not (np.isfinite(scale) and scale >= 0):
+        raise ValueError(f"scale must be finite and >= 0, got {scale!r}")
+    if not np.isfinite(exponent):
+        raise ValueError(f"exponent must be finite, got {exponent!r}")
     return float(scale) * h ** float(exponent)
 
 
@@ -124,9 +131,9 @@ def misaligned_sigma(c, strength: float = 1.0, seed=0) -> np.ndarray:
     ``tr Σ = Σ c`` is kept; ``tr(HΣ)`` changes with the rotation, which is what makes
     B_noise and B_simple differ (McCandlish et al. 2018, §2.2).
     """
-    c = np.asarray(c, dtype=np.float64)
-    if c.ndim != 1 or np.any(c < 0):
-        raise ValueError("c must be a 1-D array of variances >= 0")
+    c = as_vector("c (noise variances)", c)
+    if np.any(c < 0):
+        raise ValueError("c (noise variances) must be >= 0")
     r = random_rotation(c.size, strength, seed)
     sigma = (r * c) @ r.T
     return 0.5 * (sigma + sigma.T)

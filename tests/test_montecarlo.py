@@ -135,7 +135,7 @@ def test_progress_is_reported_on_stderr_when_asked():
         (dict(backend="torch"), "backend must be one of"),
         (dict(per_example="cauchy"), "distribution"),
         (dict(per_example="gaussian", batch_size=2.5), "integer"),
-        (dict(at=[0, 99]), "record"),
+        (dict(at=[0, 99]), "at must"),
         (dict(dtype=np.int32), "dtype"),
         (dict(theta0=np.ones(3)), "theta0"),
         (dict(opt=-1.0), "step size"),

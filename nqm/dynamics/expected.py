@@ -235,8 +235,8 @@ def noise_scales_along(p: NoisyQuadratic, opt, batch_size, steps: int, *, at=Non
     """
     opt = _sgd_only(opt, "noise_scales_along")
     pre = check_precond(p, opt.precond)
-    if at is None:
-        at = np.unique(np.round(np.linspace(0, steps, 513)))
+    steps = check_count("steps", steps)
+    at = np.unique(np.round(np.linspace(0, steps, 513))) if at is None else _checkpoints(steps, at)
     lam, sigma = step_coefficients(p, opt, batch_size)
     q = sigma**2
     v0 = check_init_var(init_var, p.d)

@@ -250,6 +250,8 @@ def steps_to_target(p: NoisyQuadratic, opt, batch_size, target, *, init_var=1.0,
     """
     opt = require_linear(as_optimizer(opt), "steps_to_target")
     target = check_target(target)
+    if np.ndim(batch_size) != 0:
+        raise ValueError(f"batch_size must be a single number here, got {batch_size!r}")
     check_batch_size(batch_size)
     if isinstance(opt, Sgd):
         loss = _SGDLoss(p, batch_size, init_var, opt.precond)

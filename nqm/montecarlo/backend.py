@@ -58,6 +58,8 @@ def kernels(cupy):
 
 def choice(backend: str = "numpy") -> str:
     """The backend name in force: ``NQM_BACKEND`` if set, else ``backend``; a clear error for an unknown one."""
+    if backend not in BACKENDS:  # an override never hides an invalid argument
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     chosen = os.environ.get("NQM_BACKEND", "").strip().lower() or backend
     if chosen not in BACKENDS:
         source = "NQM_BACKEND" if os.environ.get("NQM_BACKEND") else "backend"

@@ -34,7 +34,7 @@ def gradient_norm_trace(
     Streams are keyed by (seed, replica block) as in :func:`simulate`.
     """
     lr = float(check_lr(lr))
-    b_small, b_big = int(b_small), int(b_big)
+    b_small, b_big = check_count("b_small", b_small, 1), check_count("b_big", b_big, 2)  # batches of examples
     if not 1 <= b_small < b_big:
         raise ValueError(f"need 1 <= b_small < b_big, got {b_small}, {b_big}")
     steps, replicas = check_count("steps", steps, 1), check_replicas(replicas)

@@ -15,6 +15,7 @@ __all__ = [
     "loss_curve",
     "default_record",
     "check_record",
+    "as_asked",
 ]
 
 
@@ -73,10 +74,29 @@ def default_record(steps: int, points: int = 40) -> np.ndarray:
 
 
 def check_record(steps: int, record) -> np.ndarray:
-    """The recorded steps as a sorted unique int64 array in [0, steps] (default: :func:`default_record`)."""
+    """The steps ``at`` as asked for (order and repeats kept): a non-empty 1-D array of integers in [0, steps]
+    (default: :func:`default_record`). The engines run the sorted unique steps; :func:`as_asked` puts the curve
+    back in the order asked for, as :func:`nqm.dynamics.expected_loss` returns it."""
     if record is None:
         return default_record(steps)
-    r = np.unique(np.asarray(record, dtype=np.int64))
-    if r.ndim != 1 or r.size == 0 or r[0] < 0 or r[-1] > steps:
-        raise ValueError(f"record must be steps in [0, {steps}]")
-    return r
+    r = np.asarray(record)
+    if r.ndim != 1 or r.size == 0 or not np.issubdtype(r.dtype, np.number) or np.iscomplexobj(r):
+        raise ValueError(f"at must be a non-empty 1-D list of integer steps in [0, {steps}], got {record!r}")
+    if not np.all(np.isfinite(r)) or np.any(r != np.round(r)) or r.min() < 0 or r.max() > steps:
+        raise ValueError(f"at must hold integer steps in [0, {steps}], got {record!r}")
+    return r.astype(np.int64)
+
+
+def as_asked(curve: LossCurve, asked: np.ndarray) -> LossCurve:
+    """``curve`` (at the sorted unique steps) at the steps ``asked``, in their order and with their repeats."""
+    if np.array_equal(curve.steps, asked):
+        return curve
+    i = np.searchsorted(curve.steps, asked)
+    return LossCurve(
+        steps=asked,
+        mean=curve.mean[i],
+        sem=curve.sem[i],
+        n=curve.n,
+        losses=None if curve.losses is None else curve.losses[:, i],
+        state=curve.state,
+    )

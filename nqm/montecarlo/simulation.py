@@ -19,7 +19,7 @@ from ..progress import Progress
 from .backend import choice as backend_choice
 from .backend import resolve as resolve_backend
 from .counter import simulate_counter
-from .results import LossCurve, check_record, loss_curve
+from .results import LossCurve, as_asked, check_record, loss_curve
 from .sfc64 import simulate_sfc64
 
 __all__ = ["simulate", "choose_engine"]
@@ -74,7 +74,9 @@ def simulate(
             needs two).
         seed: anything ``numpy.random.SeedSequence`` accepts; the result is a function of it.
         init_var: E[θ_0²] per coordinate in H's basis (scalar or (d,)); θ_0 ~ N(0, diag(init_var)).
-        at: steps at which the loss is recorded (default: 40 log-spaced, with 0 and T).
+        at: steps at which the loss is recorded, integers in [0, T] (default: 40 log-spaced, with 0 and T); the
+            curve comes back in the order asked for, repeats included, as :func:`nqm.dynamics.expected_loss`
+            returns it.
         backend: "numpy", "cupy" (an NVIDIA GPU) or "auto" (CuPy if it can run here, else NumPy with a
             notice); the environment variable ``NQM_BACKEND`` overrides it (:mod:`nqm.montecarlo.backend`).
         dtype: float64 or float32 state; losses are accumulated in float64.
@@ -108,7 +110,8 @@ def simulate(
         raise ValueError("dtype must be float32 or float64")
     check_precond(p, opt.precond)
     check_distribution(per_example)
-    rec = check_record(steps, at)
+    asked = check_record(steps, at)
+    rec = np.unique(asked)  # the engines record sorted unique steps; the curve comes back as asked
     var0 = check_init_var(init_var, p.d)
     # the per-replica losses (and the tiles' copies of them before they are joined), the final θ if kept
     check_memory(
@@ -120,8 +123,8 @@ def simulate(
     th0 = None
     if theta0 is not None:
         th0 = np.asarray(theta0, dtype=np.float64)
-        if th0.shape != (p.d,):
-            raise ValueError(f"theta0 must have shape ({p.d},)")
+        if th0.shape != (p.d,) or not np.all(np.isfinite(th0)):
+            raise ValueError(f"theta0 must be a finite array of shape ({p.d},)")
 
     if counter:
         work = float(replicas) * p.d * steps
@@ -140,9 +143,9 @@ def simulate(
             keep_state=keep_state,
             progress=Progress(work, "nqm.simulate", work > 2e10 if progress is None else bool(progress)),
         )
-        return loss_curve(rec, losses, keep_losses, state)
+        return as_asked(loss_curve(rec, losses, keep_losses, state), asked)
 
-    return simulate_sfc64(
+    curve = simulate_sfc64(
         p,
         opt,
         batch_size,
@@ -159,3 +162,4 @@ def simulate(
         keep_losses=keep_losses,
         keep_state=keep_state,
     )
+    return as_asked(curve, asked)

@@ -1,0 +1,91 @@
+"""Bad input gives a clear error that names the argument, never a silent wrong answer: the cases a careless or
+hostile user tried (each was once a NaN, a truncation, uninitialised memory or a result for other arguments)."""
+
+import numpy as np
+import pytest
+
+import nqm
+from nqm import dynamics, estimators, noise, spectra
+
+
+def _p():
+    return nqm.NoisyQuadratic.zhang2019(10)
+
+
+def _rng():
+    return np.random.default_rng(0)
+
+
+def _ls():
+    return nqm.LeastSquares(np.array([1.0, 0.5, 0.25]), 0.1)
+
+
+CASES = [
+    # record / at: integers in range; one behaviour for order and repeats (see test_record_order_and_repeats)
+    ("LeastSquares.simulate record=[-1, 5]", lambda: _ls().simulate(0.1, 2, 10, 4, at=[-1, 5], seed=3), "at"),
+    ("LeastSquares.simulate record=[0, 999]", lambda: _ls().simulate(0.1, 2, 10, 4, at=[0, 999], seed=3), "at"),
+    ("simulate at=[2.7]", lambda: nqm.simulate(_p(), 0.5, 4, 5, 4, at=[2.7]), "at"),
+    ("expected_loss at=[2.5]", lambda: dynamics.expected_loss(_p(), 0.5, 4, 5, at=[2.5]), "at"),
+    ("LeastSquares.expected_loss init_var=-1", lambda: _ls().expected_loss(0.1, 2, 3, init_var=-1.0), "init_var"),
+    ("simulate theta0 with NaN", lambda: nqm.simulate(_p(), 0.5, 4, 5, 4, theta0=[np.nan] + [0.0] * 9), "theta0"),
+    # steps_to_target and noise_scales_along: scalars, finite and positive
+    ("steps_to_target lr=-0.1", lambda: dynamics.steps_to_target(_p(), -0.1, 4, 0.5), "lr"),
+    ("steps_to_target lr=0", lambda: dynamics.steps_to_target(_p(), 0.0, 4, 0.5), "lr"),
+    ("steps_to_target lr=inf", lambda: dynamics.steps_to_target(_p(), np.inf, 4, 0.5), "lr"),
+    ("steps_to_target lr=[0.5, 0.01]", lambda: dynamics.steps_to_target(_p(), [0.5, 0.01], 4, 0.5), "opt"),
+    ("steps_to_target B=[64, 4]", lambda: dynamics.steps_to_target(_p(), 0.5, [64, 4], 0.05), "batch"),
+    ("noise_scales_along lr=-1", lambda: dynamics.noise_scales_along(_p(), -1.0, 4, 10), "lr"),
+    ("noise_scales_along B=-4", lambda: dynamics.noise_scales_along(_p(), 0.5, -4, 10), "batch"),
+    ("noise_scales_along steps=-10", lambda: dynamics.noise_scales_along(_p(), 0.5, 4, -10), "steps"),
+    # examples are drawn: integer batch sizes
+    ("minibatch_noise examples B=2.5", lambda: noise.minibatch_noise(_rng(), _p(), 2.5, 4, "gaussian"), "batch"),
+    ("minibatch_noise B=0", lambda: noise.minibatch_noise(_rng(), _p(), 0, 4), "batch"),
+    ("minibatch_noise B=-4", lambda: noise.minibatch_noise(_rng(), _p(), -4, 4), "batch"),
+    ("bulk_outliers below the bulk", lambda: spectra.bulk_outliers(10, (0.1, 1.0), [5.0, 0.5]), "outliers"),
+    ("gradient_norm_trace b_small=2.7", lambda: nqm.gradient_norm_trace(_p(), 0.5, 2.7, 5.5, 3, 4), "b_small"),
+    ("DataParallel workers=2.5", lambda: estimators.DataParallel(workers=2.5, local_batch=4), "workers"),
+    # problems
+    ("NoisyQuadratic complex h", lambda: nqm.NoisyQuadratic(np.array([1.0 + 1j, 2.0])), "h"),
+    ("zhang2019 d=2.7", lambda: nqm.NoisyQuadratic.zhang2019(2.7), "d"),
+    ("zhang2019 d=NaN", lambda: nqm.NoisyQuadratic.zhang2019(float("nan")), "d"),
+    ("zhang2019 d=None", lambda: nqm.NoisyQuadratic.zhang2019(None), "d"),
+    ("zhang2019 d='10'", lambda: nqm.NoisyQuadratic.zhang2019("10"), "d"),
+    ("power_law scale=nan", lambda: spectra.power_law(10, 1.0, scale=float("nan")), "scale"),
+    ("noise_power h with NaN", lambda: spectra.noise_power(np.array([1.0, np.nan]), 1.0, 1.0), "h"),
+    ("misaligned_sigma c with NaN", lambda: spectra.misaligned_sigma(np.array([1.0, np.nan])), "c"),
+    # an environment override never hides an invalid argument
+    (
+        "simulate backend='torch' under NQM_BACKEND",
+        lambda: nqm.simulate(_p(), 0.5, 4, 5, 4, backend="torch"),
+        "backend",
+    ),
+    ("simulate backend=42 under NQM_BACKEND", lambda: nqm.simulate(_p(), 0.5, 4, 5, 4, backend=42), "backend"),
+]
+
+
+@pytest.mark.parametrize("call, named", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_is_a_clear_error_naming_the_argument(call, named, monkeypatch):
+    monkeypatch.setenv("NQM_BACKEND", "numpy")
+    with pytest.raises((ValueError, TypeError)) as err:
+        call()
+    assert named in str(err.value), str(err.value)
+
+
+def test_record_order_and_repeats_are_kept_by_every_engine():
+    """``at`` in any order, with repeats: the simulators return the curve as asked, as the exact engine does."""
+    p, at = _p(), [5, 0, 3, 5]
+    exact = dynamics.expected_loss(p, 0.5, 4, 5, at=at)
+    sim = nqm.simulate(p, 0.5, 4, 5, 8, at=at, seed=1, keep_losses=True)
+    assert exact.steps.tolist() == sim.steps.tolist() == at
+    assert sim.mean[0] == sim.mean[3] and sim.losses.shape == (8, 4)
+    ordered = nqm.simulate(p, 0.5, 4, 5, 8, at=[0, 3, 5], seed=1)
+    assert sim.mean[[1, 2, 0]].tolist() == ordered.mean.tolist()  # the same run, reordered
+    ls = nqm.LeastSquares(p.h, 0.1).simulate(0.1, 2, 5, 4, at=at, seed=1)
+    assert ls.steps.tolist() == at and ls.mean[0] == ls.mean[3]
+
+
+def test_real_batch_sizes_stay_exact_for_gaussian_noise():
+    """Batch-scaled Gaussian noise takes a real B: variance c/B (B = 2.5 gives 0.4·c, not c/2)."""
+    p = nqm.NoisyQuadratic([1.0, 2.0], c=[1.0, 1.0])
+    draws = noise.minibatch_noise(_rng(), p, 2.5, 200_000)
+    np.testing.assert_allclose(draws.var(axis=0), 0.4, rtol=0.02)  # SE of a variance: √(2/n) ≈ 0.3%, 6σ
