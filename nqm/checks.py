@@ -7,6 +7,8 @@ import os
 import numpy as np
 
 __all__ = [
+    "as_real",
+    "check_real",
     "as_vector",
     "check_positive_vector",
     "check_batch_size",
@@ -20,11 +22,31 @@ __all__ = [
 ]
 
 
+def as_real(name: str, value) -> np.ndarray:
+    """``value`` as a float64 array; a TypeError naming ``name`` for what is not a real number or an array of them
+    (complex numbers, strings such as "0.5", None, objects), which NumPy would otherwise convert or cast silently."""
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "biuf":  # bool, signed and unsigned integers, floats
+        raise TypeError(f"{name} must be a real number (or an array of them), got {value!r}")
+    return arr.astype(np.float64)
+
+
+def check_real(name: str, value, *, low=-np.inf, high=np.inf, low_open=False, high_open=False) -> float:
+    """One finite real number in [low, high] (an end excluded when its ``*_open``), else an error naming ``name``."""
+    arr = as_real(name, value)
+    if arr.ndim != 0:
+        raise ValueError(f"{name} must be a single number, got {value!r}")
+    v = float(arr)
+    inside = (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
+    if not (np.isfinite(v) and inside):
+        left, right = "(" if low_open else "[", ")" if high_open else "]"
+        raise ValueError(f"{name} must be finite and in {left}{low:g}, {high:g}{right}, got {value!r}")
+    return v
+
+
 def as_vector(name: str, values, d: int | None = None) -> np.ndarray:
     """``values`` as a finite 1-D float64 array (a scalar is broadcast to length ``d`` when d is given)."""
-    if np.iscomplexobj(values):
-        raise TypeError(f"{name} must be real, got complex values")
-    arr = np.asarray(values, dtype=np.float64)
+    arr = as_real(name, values)
     if arr.ndim == 0 and d is not None:
         arr = np.full(d, float(arr))
     if arr.ndim != 1:
@@ -46,7 +68,7 @@ def check_positive_vector(name: str, values, d: int | None = None) -> np.ndarray
 
 def check_batch_size(batch_size, *, integer: bool = False) -> np.ndarray:
     """Return ``batch_size`` as a float64 array, raising ValueError unless every B ≥ 1."""
-    b = np.asarray(batch_size, dtype=np.float64)
+    b = as_real("batch size", batch_size)
     if np.any(np.isnan(b)) or np.any(b < 1):
         shown = repr(batch_size) if b.size <= 8 else f"an array with minimum {float(np.nanmin(b))!r} (or NaN)"
         raise ValueError(f"batch size must be >= 1, got {shown}")
@@ -57,7 +79,7 @@ def check_batch_size(batch_size, *, integer: bool = False) -> np.ndarray:
 
 def check_lr(lr) -> np.ndarray:
     """Return ``lr`` as a float64 array, raising ValueError unless every step is finite and > 0."""
-    e = np.asarray(lr, dtype=np.float64)
+    e = as_real("step size (lr)", lr)
     if np.any(~np.isfinite(e)) or np.any(e <= 0):
         raise ValueError(f"step size (lr) must be finite and > 0, got {lr!r}")
     return e
@@ -65,17 +87,14 @@ def check_lr(lr) -> np.ndarray:
 
 def check_unit_interval(name: str, value) -> float:
     """A momentum β or EMA γ: a float in [0, 1)."""
-    v = float(value)
-    if not (0.0 <= v < 1.0):
-        raise ValueError(f"{name} must lie in [0, 1), got {value!r}")
-    return v
+    return check_real(name, value, low=0.0, high=1.0, high_open=True)
 
 
 def check_count(name: str, value, minimum: int = 0) -> int:
     """A count (steps, replicas, a batch of real examples): an integer ≥ ``minimum``."""
     try:
-        ok = int(value) == value and value >= minimum
-    except (TypeError, ValueError):
+        ok = np.asarray(value).dtype.kind in "iuf" and int(value) == value and value >= minimum
+    except (TypeError, ValueError, OverflowError):  # None, "10", NaN, ±inf
         ok = False
     if not ok:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -89,7 +108,7 @@ def check_replicas(replicas) -> int:
 
 def check_init_var(init_var, d: int) -> np.ndarray:
     """E[θ_0²] per coordinate as (d,) float64, from a scalar or a (d,) array of finite values ≥ 0."""
-    v = np.asarray(init_var, dtype=np.float64)
+    v = as_real("init_var", init_var)
     v = np.broadcast_to(v, (d,)) if v.ndim == 0 else v
     if v.shape != (d,) or not np.all(np.isfinite(v)) or np.any(v < 0):
         raise ValueError(f"init_var must be a scalar or shape ({d},) of finite values >= 0")

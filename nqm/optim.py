@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from .checks import check_lr, check_positive_vector, check_unit_interval
+from .checks import check_lr, check_positive_vector, check_real, check_unit_interval
 
 __all__ = [
     "Optimizer",
@@ -443,10 +443,7 @@ def normalized_sgd(lr) -> NormalizedSgd:
 def _check_eps(eps) -> float:
     """The ε of an adaptive denominator: finite and > 0 (a 0 would divide 0 by 0 where a coordinate has no noise
     and no gradient)."""
-    e = float(eps)
-    if not (np.isfinite(e) and e > 0):
-        raise ValueError(f"eps (the adaptive denominator's offset) must be finite and > 0, got {eps!r}")
-    return e
+    return check_real("eps (the adaptive denominator's offset)", eps, low=0.0, low_open=True)
 
 
 def split_average(opt):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import as_vector, check_count, check_positive_vector
+from .checks import as_vector, check_count, check_positive_vector, check_real
 
 __all__ = [
     "power_law",
@@ -28,9 +28,8 @@ def _check_d(d) -> int:
 
 
 def _check_range(low, high) -> tuple[float, float]:
-    low, high = float(low), float(high)
-    if not (0 < low <= high < np.inf):
-        raise ValueError(f"need 0 < low <= high < inf, got low={low}, high={high}")
+    low = check_real("low", low, low=0.0, low_open=True)
+    high = check_real("high", high, low=low)
     return low, high
 
 
@@ -42,11 +41,9 @@ def power_law(d: int, exponent: float, scale: float = 1.0) -> np.ndarray:
         array([1.        , 0.5       , 0.33333333])
     """
     d = _check_d(d)
-    if not np.isfinite(exponent):
-        raise ValueError(f"exponent must be finite, got {exponent!r}")
-    if not (np.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be finite and > 0, got {scale!r}")
-    return float(scale) * np.arange(1, d + 1, dtype=np.float64) ** (-float(exponent))
+    exponent = check_real("exponent", exponent)
+    scale = check_real("scale", scale, low=0.0, low_open=True)
+    return scale * np.arange(1, d + 1, dtype=np.float64) ** (-exponent)
 
 
 def uniform(d: int, low: float, high: float) -> np.ndarray:
@@ -91,11 +88,8 @@ def custom(values) -> np.ndarray:
 def noise_power(h, scale: float = 1.0, exponent: float = 1.0) -> np.ndarray:
     """Noise variances aligned with H: ``c_i = scale · h_i^exponent`` (``exponent = 1`` is C ∝ H)."""
     h = check_positive_vector("h", h)
-    if not (np.isfinite(scale) and scale >= 0):
-        raise ValueError(f"scale must be finite and >= 0, got {scale!r}")
-    if not np.isfinite(exponent):
-        raise ValueError(f"exponent must be finite, got {exponent!r}")
-    return float(scale) * h ** float(exponent)
+    scale, exponent = check_real("scale", scale, low=0.0), check_real("exponent", exponent)
+    return scale * h**exponent
 
 
 def random_rotation(d: int, strength: float = 1.0, seed=0) -> np.ndarray:

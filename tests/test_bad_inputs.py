@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import nqm
-from nqm import dynamics, estimators, noise, spectra
+from nqm import dynamics, estimators, noise, optim, spectra
 
 
 def _p():
@@ -89,3 +89,96 @@ def test_real_batch_sizes_stay_exact_for_gaussian_noise():
     p = nqm.NoisyQuadratic([1.0, 2.0], c=[1.0, 1.0])
     draws = noise.minibatch_noise(_rng(), p, 2.5, 200_000)
     np.testing.assert_allclose(draws.var(axis=0), 0.4, rtol=0.02)  # SE of a variance: √(2/n) ≈ 0.3%, 6σ
+
+
+# -- every public entry point against bad scalars ------------------------------------------------------------------
+# For each entry point: a call with good arguments, and the scalar arguments that must refuse a bad value with an
+# error naming them. Bad values: NaN, ±inf, 0 and negatives where they are out of range, non-integers for counts,
+# complex numbers, strings and None. The good call itself must give a finite result.
+
+_ZH = nqm.NoisyQuadratic.zhang2019(8)
+_THETA = np.linspace(1.0, 0.1, 8)
+_BAD_REAL = [float("nan"), float("inf"), -float("inf"), 1 + 1j, "0.5", None]
+_BAD_POSITIVE = _BAD_REAL + [0.0, -1.0]
+_BAD_COUNT = _BAD_REAL + [2.7, -3]
+_BAD_BATCH = [float("nan"), -float("inf"), 1 + 1j, "0.5", None, 0.0, -4.0, 0.5]  # B = inf is the noiseless limit
+
+ENTRY_POINTS = {
+    "theory.optimal_step": (lambda batch_size: nqm.theory.optimal_step(_ZH, _THETA, batch_size), {"batch_size": 4}),
+    "theory.optimal_improvement": (
+        lambda batch_size: nqm.theory.optimal_improvement(_ZH, _THETA, batch_size),
+        {"batch_size": 4},
+    ),
+    "dynamics.expected_loss": (
+        lambda lr, batch_size, steps, init_var: dynamics.expected_loss(_ZH, lr, batch_size, steps, init_var=init_var),
+        {"lr": 0.5, "batch_size": 4, "steps": 5, "init_var": 1.0},
+    ),
+    "dynamics.steps_to_target": (
+        lambda lr, batch_size, target: dynamics.steps_to_target(_ZH, lr, batch_size, target),
+        {"lr": 0.5, "batch_size": 4, "target": 0.5},
+    ),
+    "dynamics.optimal_steps_to_target": (
+        lambda target, batch_size: dynamics.optimal_steps_to_target(_ZH, target, [batch_size]).steps,
+        {"target": 0.5, "batch_size": 4},
+    ),
+    "dynamics.noise_scales_along": (
+        lambda lr, batch_size, steps: dynamics.noise_scales_along(_ZH, lr, batch_size, steps),
+        {"lr": 0.5, "batch_size": 4, "steps": 5},
+    ),
+    "simulate": (
+        lambda lr, batch_size, steps, replicas, init_var: nqm.simulate(
+            _ZH, lr, batch_size, steps, replicas, init_var=init_var
+        ),
+        {"lr": 0.5, "batch_size": 4, "steps": 5, "replicas": 4, "init_var": 1.0},
+    ),
+    "gradient_norm_trace": (
+        lambda lr, steps, replicas: nqm.gradient_norm_trace(_ZH, lr, 2, 8, steps, replicas).sq_big,
+        {"lr": 0.5, "steps": 5, "replicas": 4},
+    ),
+    "optim.heavy_ball": (lambda lr, momentum: optim.heavy_ball(lr, momentum).lr, {"lr": 0.5, "momentum": 0.9}),
+    "optim.ema": (lambda gamma: optim.ema(optim.sgd(0.5), gamma).gamma, {"gamma": 0.9}),
+    "optim.adam": (lambda lr, beta1, eps: optim.adam(lr, beta1, eps=eps).lr, {"lr": 0.1, "beta1": 0.9, "eps": 1e-8}),
+    "spectra.power_law": (lambda d, exponent: spectra.power_law(d, exponent), {"d": 8, "exponent": 1.0}),
+    "spectra.log_uniform": (lambda d, low: spectra.log_uniform(d, low, 1.0), {"d": 8, "low": 0.01}),
+    "spectra.noise_power": (lambda scale: spectra.noise_power(_ZH.h, scale), {"scale": 1.0}),
+    "NoisyQuadratic.zhang2019": (lambda d: nqm.NoisyQuadratic.zhang2019(d).h, {"d": 8}),
+}
+
+_BAD_FOR = {
+    "lr": _BAD_POSITIVE,
+    "batch_size": _BAD_BATCH,
+    "steps": _BAD_COUNT,
+    "replicas": _BAD_COUNT + [1],
+    "d": _BAD_COUNT + [0],
+    "init_var": _BAD_REAL + [-1.0],
+    "target": _BAD_POSITIVE,
+    "momentum": _BAD_REAL + [-0.1, 1.0],
+    "gamma": _BAD_REAL + [-0.1, 1.0],
+    "beta1": _BAD_REAL + [-0.1, 1.0],
+    "eps": _BAD_REAL + [-1.0],
+    "exponent": _BAD_REAL,
+    "low": _BAD_POSITIVE,
+    "scale": _BAD_REAL + [-1.0],
+}
+
+_BAD_CASES = [(entry, arg, bad) for entry, (_, good) in ENTRY_POINTS.items() for arg in good for bad in _BAD_FOR[arg]]
+
+
+def _finite(result) -> bool:
+    values = np.asarray(result.mean if isinstance(result, nqm.LossCurve) else result, dtype=np.float64)
+    return not np.any(np.isnan(values))
+
+
+@pytest.mark.parametrize("entry", list(ENTRY_POINTS))
+def test_good_arguments_give_a_result_without_nan(entry):
+    call, good = ENTRY_POINTS[entry]
+    assert _finite(call(**good))
+
+
+@pytest.mark.parametrize("entry, arg, bad", _BAD_CASES, ids=[f"{e}-{a}={b!r}" for e, a, b in _BAD_CASES])
+def test_a_bad_scalar_is_refused_naming_its_argument(entry, arg, bad):
+    call, good = ENTRY_POINTS[entry]
+    names = {"lr": ("lr", "opt"), "batch_size": ("batch",), "target": ("target",)}.get(arg, (arg,))
+    with pytest.raises((ValueError, TypeError)) as err:
+        call(**{**good, arg: bad})
+    assert any(n in str(err.value) for n in names), f"{entry}({arg}={bad!r}): {err.value}"

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_batch_size, check_init_var
+from ..checks import check_batch_size, check_init_var, check_real
 from ..noise import injected_variance, step_coefficients
 from ..optim import (
     FAMILIES,
@@ -62,10 +62,7 @@ _DENSE_CHUNK = 256
 
 def check_target(target) -> float:
     """A target loss: finite and > 0."""
-    t = float(target)
-    if not np.isfinite(t) or t <= 0:
-        raise ValueError(f"target loss must be finite and > 0, got {target!r}")
-    return t
+    return check_real("target loss", target, low=0.0, low_open=True)
 
 
 # -- SGD: the loss and its derivatives in closed form ----------------------------------------------
