@@ -8,11 +8,13 @@ The public face of the package; the pieces live behind it:
 * :mod:`.whole_runs` — exact steps to a target loss, and the hyper-parameters that minimise them;
 * :mod:`.schedules` — the greedy schedule, optimal piecewise-constant schedules, McCandlish et al.'s adaptive
   batch size;
-* :mod:`.frontier` — the steps/examples frontier S = S_min + E_min/B fitted to optimal runs.
+* :mod:`.frontier` — the steps/examples frontier S = S_min + E_min/B fitted to optimal runs;
+* :mod:`.critical` — the critical batch size by each of its definitions, on the same optimal runs.
 
 References: Zhang et al. 2019 (arXiv:1907.04164); McCandlish et al. 2018 (arXiv:1812.06162).
 """
 
+from .critical import CriticalBatchSizes, critical_batch_sizes, linear_scaling_limit
 from .expected import coordinate_variance, expected_loss, noise_scales_along, sgd_variance, steady_state_loss
 from .frontier import fit_frontier
 from .schedules import (
@@ -25,6 +27,9 @@ from .schedules import (
 from .whole_runs import OptimalRuns, optimal_steps_to_target, steps_to_target
 
 __all__ = [
+    "critical_batch_sizes",
+    "CriticalBatchSizes",
+    "linear_scaling_limit",
     "expected_loss",
     "steady_state_loss",
     "sgd_variance",

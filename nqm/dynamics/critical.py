@@ -1,0 +1,158 @@
+r"""The critical batch size by each of its definitions, computed exactly on the same optimal runs.
+
+"The critical batch size" names several measurements. On one problem and one target loss this module computes
+
+* **McCandlish et al. 2018** (arXiv:1812.06162, §2.3, eq. 2.11): fit the steps/examples frontier of the optimal runs
+  by S = S_min + E_min/B; B_crit = E_min/S_min;
+* **Zhang et al. 2024** (arXiv:2410.21676, §3): the smallest B at which the steps to the target exceed linear
+  scaling from a small reference batch B₀ by a tolerance τ (20%), i.e. S(B)·B > (1 + τ)·S(B₀)·B₀. On the frontier
+  hyperbola this is exactly
+
+  .. math:: B_\tau = (1 + \tau) B_0 + \tau\, E_\text{min}/S_\text{min}
+            \approx \tau\, B_\text{crit}\quad (B_0 \ll B_\text{crit}),
+
+  since S(B)·B/(S(B₀)·B₀) = (S_min B + E_min)/(S_min B₀ + E_min); the difference between the measured B_τ and this
+  prediction is how far the model's runs depart from the hyperbola;
+* **the gradient noise scale** B_noise = tr(HΣ)/E[GᵀHG] (and B_simple = tr Σ/E|G|²), §2.2: at θ₀, at the end of the
+  optimal run at the batch size nearest B_crit, and averaged over that run in full-batch-equivalent steps
+  ds = dt/(1 + B_noise(t)/B) (App. D), the average that App. D's model says equals E_min/S_min.
+
+Steps are the exact first hits of :func:`~nqm.dynamics.optimal_steps_to_target`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..checks import check_batch_size, check_real
+from .expected import noise_scales_along
+from .frontier import fit_frontier
+from .whole_runs import check_target, optimal_steps_to_target
+
+__all__ = ["CriticalBatchSizes", "critical_batch_sizes", "linear_scaling_limit"]
+
+BATCH_SIZES = 2.0 ** np.arange(0, 21)
+
+
+@dataclass(frozen=True)
+class CriticalBatchSizes:
+    r"""The definitions of :mod:`nqm.dynamics.critical` on one problem, target and optimiser family.
+
+    Attributes:
+        target, family: what the runs aim at and which hyper-parameters they tune.
+        batch_sizes, steps: the grid and the fewest steps to the target at each batch size (inf where unreached).
+        s_min, e_min, frontier_residual: the fit S = S_min + E_min/B and its largest relative residual.
+        mccandlish: E_min/S_min (McCandlish et al. 2018).
+        tolerance, reference_batch: τ and B₀ of Zhang et al. 2024's definition.
+        linear_scaling: the smallest B (to a relative 1e-6) with S(B)·B > (1 + τ)·S(B₀)·B₀ (Zhang et al. 2024).
+        linear_scaling_from_frontier: the hyperbola's value of the same, (1 + τ)B₀ + τ·E_min/S_min.
+        run_batch: the grid's batch size nearest B_crit, whose optimal run gives the noise scales below.
+        b_noise_start, b_simple_start: at θ₀ (ratios of expectations over θ₀ ~ N(0, diag(init_var))).
+        b_noise_end, b_simple_end: at the end of that run (the target).
+        b_noise_mean: B_noise averaged over the run in full-batch-equivalent steps, ∫B_noise ds/∫ds.
+            The noise scales need the exact second moments of the run: SGD (preconditioned or not); None for
+            the other families.
+    """
+
+    target: float
+    family: str
+    batch_sizes: np.ndarray
+    steps: np.ndarray
+    s_min: float
+    e_min: float
+    frontier_residual: float
+    mccandlish: float
+    tolerance: float
+    reference_batch: float
+    linear_scaling: float
+    linear_scaling_from_frontier: float
+    run_batch: float
+    b_noise_start: float | None
+    b_simple_start: float | None
+    b_noise_end: float | None
+    b_simple_end: float | None
+    b_noise_mean: float | None
+
+
+def linear_scaling_limit(steps_at, reference_batch: float, tolerance: float, high: float, rtol: float = 1e-6):
+    """The smallest B in (B₀, ``high``] with ``steps_at(B)·B > (1 + τ)·steps_at(B₀)·B₀``, by bisection in log B
+    (``steps_at`` nondecreasing in B·steps, as the fewest steps to a target are); inf when even ``high`` stays
+    within the tolerance."""
+    limit = (1 + tolerance) * steps_at(reference_batch) * reference_batch
+    if steps_at(high) * high <= limit:
+        return float("inf")
+    lo, hi = np.log(reference_batch), np.log(high)
+    while hi - lo > rtol:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if steps_at(np.exp(mid)) * np.exp(mid) > limit else (mid, hi)
+    return float(np.exp(hi))
+
+
+def critical_batch_sizes(
+    p,
+    target,
+    *,
+    family: str = "sgd",
+    init_var=1.0,
+    precond=None,
+    tolerance: float = 0.2,
+    reference_batch: float = 1.0,
+    batch_sizes=BATCH_SIZES,
+) -> CriticalBatchSizes:
+    """Every definition of :mod:`nqm.dynamics.critical` for ``p`` and ``target`` (see there), on optimal runs of
+    ``family`` (:data:`nqm.optim.FAMILIES`) at ``batch_sizes`` (default 1, 2, …, 2²⁰)."""
+    tolerance = check_real("tolerance", tolerance, low=0.0, low_open=True)
+    reference_batch = float(check_batch_size(check_real("reference_batch", reference_batch)))
+    batch = np.asarray(check_batch_size(batch_sizes), dtype=np.float64).ravel()
+    runs = optimal_steps_to_target(p, target, batch, family=family, init_var=init_var, precond=precond)
+    s_min, e_min, residual = fit_frontier(runs.batch_sizes, runs.steps)
+    crit = e_min / s_min
+
+    def steps_at(b):
+        return float(
+            optimal_steps_to_target(p, target, [b], family=family, init_var=init_var, precond=precond).steps[0]
+        )
+
+    reached = np.isfinite(runs.steps)
+    i = int(np.argmin(np.where(reached, np.abs(np.log(runs.batch_sizes / crit)), np.inf)))
+    scales = [None] * 5
+    if family == "sgd":
+        scales = _noise_scales(p, runs.optimizer(i), float(runs.batch_sizes[i]), int(runs.steps[i]), init_var)
+    return CriticalBatchSizes(
+        target=check_target(target),
+        family=family,
+        batch_sizes=runs.batch_sizes,
+        steps=runs.steps,
+        s_min=s_min,
+        e_min=e_min,
+        frontier_residual=residual,
+        mccandlish=crit,
+        tolerance=tolerance,
+        reference_batch=reference_batch,
+        linear_scaling=linear_scaling_limit(steps_at, reference_batch, tolerance, float(batch[reached].max())),
+        linear_scaling_from_frontier=(1 + tolerance) * reference_batch + tolerance * crit,
+        run_batch=float(runs.batch_sizes[i]),
+        b_noise_start=scales[0],
+        b_simple_start=scales[1],
+        b_noise_end=scales[2],
+        b_simple_end=scales[3],
+        b_noise_mean=scales[4],
+    )
+
+
+def _noise_scales(p, opt, batch: float, steps: int, init_var) -> list[float]:
+    """(B_noise, B_simple) at the start and the end of the run, and B_noise averaged in ds = dt/(1 + B_noise/B)
+    over its steps (a step-wise sum over every step: the run's noise scale is exact at each one)."""
+    at = np.arange(steps + 1)
+    scales = noise_scales_along(p, opt, batch, steps, at=at, init_var=init_var)
+    b_noise = scales[:-1, 0]  # the step from t to t + 1 is taken at θ_t
+    ds = 1.0 / (1.0 + b_noise / batch)
+    return [
+        float(scales[0, 0]),
+        float(scales[0, 1]),
+        float(scales[-1, 0]),
+        float(scales[-1, 1]),
+        float(b_noise @ ds / ds.sum()),
+    ]
