@@ -46,6 +46,8 @@ class Budget:
     adam_replicas: int = 64
     adam_log2_batch: int = 8
     d_adam_surge: int = 16
+    d_critical: int = 300
+    d_critical_heavy_ball: int = 30
 
     @classmethod
     def make(cls, quick: bool) -> Budget:
@@ -76,6 +78,8 @@ class Budget:
                 adam_replicas=64,
                 adam_log2_batch=8,
                 d_adam_surge=16,
+                d_critical=300,
+                d_critical_heavy_ball=30,
             )
         return cls(
             quick=False,
@@ -103,6 +107,8 @@ class Budget:
             adam_replicas=128,
             adam_log2_batch=10,
             d_adam_surge=32,
+            d_critical=1000,
+            d_critical_heavy_ball=100,
         )
 
 
