@@ -21,3 +21,20 @@ def quick_report(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("quick-report")
     return out, main(["validate", "--quick", "--out", str(out), "--seed", "0"])
+
+
+@pytest.fixture(scope="session")
+def example_toml() -> str:
+    """The problem file a new user writes first (the README's example)."""
+    return """name = "power law 1.0"
+[spectrum]
+kind = "power_law"
+d = 1000
+exponent = 1.0
+[noise]
+kind = "power"
+scale = 1.0
+q = 1.0
+[init]
+var = 1.0
+"""

@@ -11,20 +11,6 @@ import nqm
 from nqm import dynamics, info, problem_file, spectra, theory
 from nqm.cli import main
 
-EXAMPLE = """
-name = "power law 1.0"
-[spectrum]
-kind = "power_law"
-d = 1000
-exponent = 1.0
-[noise]
-kind = "power"
-scale = 1.0
-q = 1.0
-[init]
-var = 1.0
-"""
-
 
 def _write(tmp_path, text, name="p.toml"):
     path = tmp_path / name
@@ -32,8 +18,8 @@ def _write(tmp_path, text, name="p.toml"):
     return path
 
 
-def test_the_issue_s_example_loads(tmp_path):
-    p = nqm.NoisyQuadratic.from_file(_write(tmp_path, EXAMPLE))
+def test_the_issue_s_example_loads(tmp_path, example_toml):
+    p = nqm.NoisyQuadratic.from_file(_write(tmp_path, example_toml))
     np.testing.assert_array_equal(p.h, spectra.power_law(1000, 1.0))
     np.testing.assert_array_equal(p.c, spectra.noise_power(p.h, 1.0, 1.0))
     assert p.name == "power law 1.0" and p.basis is None
@@ -133,8 +119,8 @@ def test_summary_with_a_target_reports_the_exact_optimal_runs():
         info.summary(p, target=2 * facts["L0"])
 
 
-def test_the_info_command_prints_text_or_json_and_refuses_user_errors(tmp_path, capsys):
-    path = _write(tmp_path, EXAMPLE.replace("d = 1000", "d = 100"))
+def test_the_info_command_prints_text_or_json_and_refuses_user_errors(tmp_path, capsys, example_toml):
+    path = _write(tmp_path, example_toml.replace("d = 1000", "d = 100"))
     assert main(["info", "--problem", str(path), "--target", "0.05", "--json"]) == 0
     facts = json.loads(capsys.readouterr().out)
     assert {"B_noise_init", "B_simple_init", "B_crit", "S_min", "E_min", "along_run"} <= set(facts)

@@ -128,32 +128,20 @@ def test_a_new_claim_is_one_file(tmp_path, monkeypatch):
         discover("more_claims")
 
 
-# The problem file a new user writes first (the README's example). Seed 0 as everywhere: V4's t-statistics have a
-# left tail heavier than the normal one where the loss of a run is skewed (its per-run spread falls with its mean),
-# so any problem carries a small false-alarm risk beyond the suite's nominal α; on zhang2019 and on this problem V4
-# alone was measured at 0.5–0.75% of seeds at the quick budget.
-_ISSUE_EXAMPLE = """name = "power law 1.0"
-[spectrum]
-kind = "power_law"
-d = 1000
-exponent = 1.0
-[noise]
-kind = "power"
-scale = 1.0
-q = 1.0
-[init]
-var = 1.0
-"""
+# Seed 0 as everywhere: V4's t-statistics have a left tail heavier than the normal one where the loss of a run is
+# skewed (its per-run spread falls with its mean), so any problem carries a small false-alarm risk beyond the
+# suite's nominal α; on zhang2019 and on the README's example V4 alone was measured at 0.5–0.75% of seeds at the
+# quick budget.
 
 
-def test_validate_on_a_problem_file(tmp_path):
+def test_validate_on_a_problem_file(tmp_path, example_toml):
     """``nqm validate --problem FILE``: every claim that applies runs on the file's problem (every check names it),
     the others are listed with their reasons, and the whole-run numbers are those of ``nqm info --target``."""
     from nqm import info
     from validation.claims import discover
 
     problem = tmp_path / "p.toml"
-    problem.write_text(_ISSUE_EXAMPLE)
+    problem.write_text(example_toml)
     out = tmp_path / "report"
     assert cli_main(["validate", "--quick", "--problem", str(problem), "--target", "0.02", "--out", str(out)]) == 0
     results = json.loads((out / "results.json").read_text())
@@ -177,9 +165,9 @@ def test_validate_on_a_problem_file(tmp_path):
     assert frontier["rows"][0][:3] == [facts["S_min"], facts["E_min"], facts["B_crit"]]
 
 
-def test_only_on_a_problem_file(tmp_path, capsys):
+def test_only_on_a_problem_file(tmp_path, capsys, example_toml):
     problem = tmp_path / "p.toml"
-    problem.write_text(_ISSUE_EXAMPLE)
+    problem.write_text(example_toml)
     out = tmp_path / "report"
     assert cli_main(["validate", "--quick", "--problem", str(problem), "--only", "V1", "--out", str(out)]) == 0
     results = json.loads((out / "results.json").read_text())

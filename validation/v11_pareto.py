@@ -19,6 +19,7 @@ from nqm import dynamics, info, optim, plots, spectra
 from .claims import Context, Outcome
 from .families import UserProblem
 from .one_step import stream
+from .predicted_steps import predicted_steps_checks
 from .report import Table
 from .stats import Check, ratio_to_mean
 
@@ -241,41 +242,21 @@ def on_problem(user: UserProblem, replicas: int, seed: int, out_dir):
     crit = facts["B_crit"]
     reached = np.flatnonzero(np.isfinite(steps))
     picks = sorted({int(reached[np.argmin(np.abs(np.log(batch[reached] / (crit * f))))]) for f in (1 / 8, 1, 8)})
-    predicted, measured, se, planted, crossing = [], [], [], [], []
-    for i in picks:
-        k, opt = int(steps[i]), optim.sgd(float(lrs[i]))
-        at = [int(0.8 * k), k - 1, k]
-        exact = dynamics.expected_loss(p, opt, batch[i], k, at=at, init_var=v0)
-        sim = nqm.simulate(
-            p, opt, batch[i], k, replicas, seed=stream(seed, "v11", "problem", str(i)), at=at, init_var=v0
-        )
-        predicted += list(exact[1:])
-        measured += list(sim.mean[1:])
-        se += list(sim.sem[1:])
-        planted += [exact[0], exact[0]]
-        crossing += [target - exact[1], exact[2] - target]  # both ≤ 0: L_{k−1} > target ≥ L_k
     picked = batch[picks].tolist()
-    check = Check(
-        "V11 Monte Carlo at the optimal runs' predicted steps",
-        f"simulated mean loss at steps k−1 and k = exact E[L] (tuned SGD at B = {', '.join(f'{b:g}' for b in picked)})",
-        p.name,
-        predicted=predicted,
-        measured=measured,
-        se=se,
+    runs = [(str(i), optim.sgd(float(lrs[i])), batch[i], int(steps[i])) for i in picks]
+    mc_checks = predicted_steps_checks(
+        p,
+        runs,
+        target,
+        replicas,
+        seed,
+        ("v11", "problem"),
+        claim_id="V11",
+        runs_name="optimal runs'",
+        described=f"tuned SGD at B = {', '.join(f'{b:g}' for b in picked)}",
         figure=PROBLEM_FIGURE,
-        notes={"replicas": replicas, "target": target, "batch_sizes": picked},
-    )
-    control = check.control("V11 control: Monte Carlo against the loss 20% earlier", "planted: E[L] at 0.8·k", planted)
-    cross = Check(
-        "V11 the predicted step is the first hit",
-        "E[L_{k−1}] > target ≥ E[L_k] at each tuned run's k",
-        p.name,
-        predicted=np.zeros(len(crossing)),
-        measured=crossing,
-        se=0.0,
-        exact=True,
-        one_sided=True,
-        figure=PROBLEM_FIGURE,
+        init_var=v0,
+        notes={"target": target, "batch_sizes": picked},
     )
     run = facts["along_run"]
     at = np.array(run["steps"])
@@ -320,7 +301,7 @@ def on_problem(user: UserProblem, replicas: int, seed: int, out_dir):
         "'B_crit ≈ B_noise' is measured, not judged.",
         figure=_problem_figure(batch, steps, facts, out_dir),
     )
-    return [check, control, cross, *scale_checks], [table, scale_table]
+    return [*mc_checks, *scale_checks], [table, scale_table]
 
 
 def _problem_figure(batch, steps, facts, out_dir) -> str:

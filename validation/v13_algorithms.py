@@ -18,7 +18,7 @@ import nqm
 from nqm import dynamics, plots
 
 from .claims import Context, Outcome
-from .one_step import stream
+from .predicted_steps import predicted_steps_checks
 from .report import Table
 from .stats import Check
 
@@ -239,41 +239,22 @@ def _spot_check(d, replicas, seed):
     """Simulate each tuned optimiser at one B for its predicted steps; E[L] there is exact."""
     p = nqm.NoisyQuadratic.zhang2019(d)
     target, batch = 0.05, 256.0
-    predicted, measured, se, planted, crossing = [], [], [], [], []
+    runs = []
     for label, family in (("sgd", "sgd"), ("momentum", "heavy_ball"), ("ema", "ema")):
         r = dynamics.optimal_steps_to_target(p, target, [batch], family=family)
-        k = int(r.steps[0])
-        at = [int(0.8 * k), k - 1, k]
-        exact = dynamics.expected_loss(p, r.optimizer(0), batch, k, at=at)
-        sim = nqm.simulate(p, r.optimizer(0), batch, k, replicas, seed=stream(seed, "v13", label), at=at)
-        predicted += list(exact[1:])
-        measured += list(sim.mean[1:])
-        se += list(sim.sem[1:])
-        planted += [exact[0], exact[0]]  # the loss 20% of the run earlier
-        crossing += [target - exact[1], exact[2] - target]  # both < 0: L_{k−1} > target ≥ L_k
-    check = Check(
-        "V13 Monte Carlo at the tuned runs' predicted steps",
-        "simulated mean loss at steps k−1 and k = exact E[L] (SGD, momentum, EMA tuned at B = 256, target 0.05)",
-        p.name,
-        predicted=predicted,
-        measured=measured,
-        se=se,
-        figure=FIGURE,
-        notes={"replicas": replicas},
-    )
-    control = check.control("V13 control: Monte Carlo against the loss 20% earlier", "planted: E[L] at 0.8·k", planted)
-    cross = Check(
-        "V13 the predicted step is the first hit",
-        "E[L_{k−1}] > target ≥ E[L_k] at each tuned run's k",
-        p.name,
-        predicted=np.zeros(len(crossing)),
-        measured=crossing,
-        se=0.0,
-        exact=True,
-        one_sided=True,
+        runs.append((label, r.optimizer(0), batch, int(r.steps[0])))
+    return predicted_steps_checks(
+        p,
+        runs,
+        target,
+        replicas,
+        seed,
+        ("v13",),
+        claim_id="V13",
+        runs_name="tuned runs'",
+        described="SGD, momentum, EMA tuned at B = 256, target 0.05",
         figure=FIGURE,
     )
-    return [check, control, cross]
 
 
 def _figure(sgd, mom, ema, piecewise, bound, out_dir) -> str:
