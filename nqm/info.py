@@ -10,9 +10,12 @@ loss, the optimal runs and the critical batch size. ``nqm info --problem FILE [-
   ``eps_max_init`` = E|G|²/E[GᵀHG];
 * with a target (below L0), from the exact optimal SGD runs (:func:`nqm.dynamics.optimal_steps_to_target`):
   ``target``, ``batch_sizes``, ``steps``, ``lr``, ``S_min``, ``E_min``, ``B_crit`` = E_min/S_min (the frontier fit
-  S = S_min + E_min/B, with ``frontier_residual`` its largest relative residual), and ``along_run``: B_noise and
-  B_simple at five points of the optimal run at the grid's batch size nearest B_crit (``batch_size``, ``lr``,
-  ``steps``, ``B_noise``, ``B_simple``).
+  S = S_min + E_min/B, with ``frontier_residual`` its largest relative residual), ``interior`` (per batch
+  size: False where the optimal step sits on the edge of the range the exact solver searches, the steps at which
+  every coordinate's variance relaxes downwards; the steps there are an upper bound and a B_crit fitted to them
+  is not to be trusted; this happens when the noise in flat directions is large, e.g. c not falling with h), and
+  ``along_run``: B_noise and B_simple at five points of the optimal run at the grid's batch size nearest B_crit
+  (``batch_size``, ``lr``, ``steps``, ``B_noise``, ``B_simple``).
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ def summary(p: NoisyQuadratic, *, init_var=1.0, target: float | None = None) -> 
             "batch_sizes": runs.batch_sizes.tolist(),
             "steps": [float(s) for s in runs.steps],
             "lr": [float(e) for e in runs.lr],
+            "interior": [bool(x) for x in runs.interior],
             "S_min": s_min,
             "E_min": e_min,
             "B_crit": b_crit,
@@ -103,8 +107,14 @@ def format_summary(facts: dict) -> str:
     ]
     if "target" in facts:
         lines.append(f"  target {facts['target']:.6g}: optimal SGD steps (exact)")
-        for b, s, e in zip(facts["batch_sizes"], facts["steps"], facts["lr"]):
-            lines.append(f"    B = {b:>9.0f}: {s:>12.6g} steps at ε = {e:.4g}")
+        for b, s, e, inside in zip(facts["batch_sizes"], facts["steps"], facts["lr"], facts["interior"]):
+            lines.append(f"    B = {b:>9.0f}: {s:>12.6g} steps at ε = {e:.4g}" + ("" if inside else " (edge)"))
+        if not all(facts["interior"]):
+            lines.append(
+                "  (edge): the optimal step is on the edge of the searched range (the steps at which every "
+                "coordinate's variance relaxes downwards); those steps are an upper bound, and B_crit fitted "
+                "to them is not to be trusted"
+            )
         lines.append(
             f"  S_min = {facts['S_min']:.6g}, E_min = {facts['E_min']:.6g}, B_crit = {facts['B_crit']:.6g} "
             f"(frontier fit residual {facts['frontier_residual']:.2g})"

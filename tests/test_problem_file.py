@@ -131,3 +131,17 @@ def test_the_info_command_prints_text_or_json_and_refuses_user_errors(tmp_path, 
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.startswith("nqm info: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_info_says_where_the_optimal_step_is_on_the_edge_of_the_search(tmp_path, capsys, example_toml):
+    """With c = 1 on h_i = i^-2, the flattest coordinates' stationary variance ε/(2Bh) exceeds their initial one for
+    all but tiny ε/B, so at small B the solver's optimum sits on the edge of its range: the summary says so."""
+    flat = example_toml.replace("exponent = 1.0", "exponent = 2.0").replace("q = 1.0", "q = 0.0")
+    path = _write(tmp_path, flat.replace("d = 1000", "d = 2000"))
+    assert main(["info", "--problem", str(path), "--target", "0.01"]) == 0
+    text = capsys.readouterr().out
+    assert "(edge)" in text and "upper bound" in text
+    facts = info.summary(nqm.NoisyQuadratic.from_file(path), target=0.01)
+    assert not facts["interior"][0]  # the smallest batch: ε/B is held below 2·h_min
+    readme = info.summary(nqm.NoisyQuadratic.from_file(_write(tmp_path, example_toml, "r.toml")), target=0.01)
+    assert all(readme["interior"])

@@ -298,10 +298,21 @@ def on_problem(user: UserProblem, replicas: int, seed: int, out_dir):
         ],
         note=f"From {user.source}. S(B) is exact (optimal constant ε per batch size B = 1, 2, …, 2²⁰, as "
         "nqm info --target prints it); the hyperbola S = S_min + E_min/B is fitted in relative error. "
-        "'B_crit ≈ B_noise' is measured, not judged.",
+        "'B_crit ≈ B_noise' is measured, not judged." + _edge_note(batch, facts["interior"]),
         figure=_problem_figure(batch, steps, facts, out_dir),
     )
     return [*mc_checks, *scale_checks], [table, scale_table]
+
+
+def _edge_note(batch, interior) -> str:
+    """A warning where the solver's optimum sits on the edge of its search range (see nqm.info)."""
+    edge = [f"{b:g}" for b, inside in zip(batch, interior) if not inside]
+    if not edge:
+        return ""
+    return (
+        f" At B = {', '.join(edge)} the optimal step sits on the edge of the solver's range (every coordinate's "
+        "variance relaxing downwards): those steps are upper bounds, and B_crit fitted to them is not to be trusted."
+    )
 
 
 def _problem_figure(batch, steps, facts, out_dir) -> str:

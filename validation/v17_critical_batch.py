@@ -72,6 +72,7 @@ def compute(d: int, d_heavy_ball: int, seed: int, out_dir):
                 "—" if mean is None else mean,
                 "—" if c.b_noise_end is None else c.b_noise_end,
                 "—" if mean is None else c.mccandlish / mean,
+                f"{int((~c.interior).sum())}/{c.interior.size}",
             ]
         )
         curves.append((f"{p.name.split(' (')[0]}, {label}", c))
@@ -90,6 +91,7 @@ def compute(d: int, d_heavy_ball: int, seed: int, out_dir):
             "⟨B_noise⟩_s over the run",
             "B_noise(target)",
             "B_crit / ⟨B_noise⟩_s",
+            "optima on the edge",
         ],
         rows=rows,
         note="B_20% is the smallest batch whose steps to the target exceed linear scaling from B₀ = 1 by 20% (found "
@@ -97,7 +99,11 @@ def compute(d: int, d_heavy_ball: int, seed: int, out_dir):
         "The noise scales are those of the optimal run at the grid's batch size nearest B_crit (for SGD and "
         "preconditioned SGD, whose second moments are exact; the preconditioned rows use tr(PHPΣ)/E[GᵀPHPG]). "
         "App. D's model says ⟨B_noise⟩_s = E_min/S_min. Heavy ball is tuned over (ε, β) on a smaller copy of "
-        f"zhang2019 (d = {d_heavy_ball}, B ≤ 2¹⁴).",
+        f"zhang2019 (d = {d_heavy_ball}, B ≤ 2¹⁴). 'Optima on the edge' counts the batch sizes whose optimal step "
+        "sits on the edge of the exact solver's range (steps at which every coordinate's variance relaxes downwards): "
+        "their steps are upper bounds, and a row with many of them has definitions that are not to be trusted "
+        "(preconditioning by H^-1/2 raises the flat directions' noise until their stationary variance exceeds the "
+        "initial one).",
         figure=_figure(curves, out_dir),
     )
     return [table]

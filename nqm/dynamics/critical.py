@@ -43,6 +43,9 @@ class CriticalBatchSizes:
     Attributes:
         target, family: what the runs aim at and which hyper-parameters they tune.
         batch_sizes, steps: the grid and the fewest steps to the target at each batch size (inf where unreached).
+        interior: per batch size, False where the optimum sits on the edge of the solver's search range
+            (:func:`~nqm.dynamics.optimal_steps_to_target`): the steps there are upper bounds, and the definitions
+            built on them are not to be trusted.
         s_min, e_min, frontier_residual: the fit S = S_min + E_min/B and its largest relative residual.
         mccandlish: E_min/S_min (McCandlish et al. 2018).
         tolerance, reference_batch: τ and B₀ of Zhang et al. 2024's definition.
@@ -60,6 +63,7 @@ class CriticalBatchSizes:
     family: str
     batch_sizes: np.ndarray
     steps: np.ndarray
+    interior: np.ndarray
     s_min: float
     e_min: float
     frontier_residual: float
@@ -125,6 +129,7 @@ def critical_batch_sizes(
         family=family,
         batch_sizes=runs.batch_sizes,
         steps=runs.steps,
+        interior=runs.interior,
         s_min=s_min,
         e_min=e_min,
         frontier_residual=residual,
