@@ -132,11 +132,11 @@ def available_memory() -> int | None:
 
 
 def _size(nbytes: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if nbytes < 1024 or unit == "PiB":
-            return f"{nbytes:.3g} {unit}"
-        nbytes /= 1024
-    return f"{nbytes:.3g} PiB"  # unreachable: the loop returns at PiB
+    units = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB")
+    k = 0
+    while nbytes >= 1024 and k < len(units) - 1:
+        nbytes, k = nbytes / 1024, k + 1
+    return f"{nbytes:.3g} {units[k]}"
 
 
 def check_memory(nbytes: float, what: str, fix: str) -> None:

@@ -107,14 +107,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    problem = None if args.problem is None else UserProblem.read(args.problem, args.target)
-    summary = run(
-        args.out,
-        quick=args.quick,
-        seed=args.seed,
-        log=lambda m: print(m, file=sys.stderr),
-        only=args.only,
-        problem=problem,
-    )
-    return 0 if summary["ok"] else 1
+    """``python -m validation ARGS`` is ``nqm validate ARGS``: one front door, with its one-line user errors."""
+    from nqm.cli import main as cli_main
+
+    return cli_main(["validate", *(sys.argv[1:] if argv is None else argv)])
