@@ -1,5 +1,8 @@
 """Closed-form heavy-ball, Nesterov and EMA second moments against step-by-step moment recursions."""
 
+from decimal import Decimal, localcontext
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -50,13 +53,67 @@ def test_heavy_ball_closed_form_matches_recursion(beta, frac, q, v0):
     np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-12 * (x_inf + v0) + 1e-300)
 
 
-@pytest.mark.parametrize("beta", [0.3, 0.9, 0.999])
-def test_heavy_ball_critical_damping_and_edges(beta):
-    rho = np.sqrt(beta)
-    for lam in [(1 - rho) ** 2, (1 - rho) ** 2 * (1 + 1e-12), (1 + rho) ** 2, 1 + beta]:
-        ref = heavy_ball_loop(lam, 0.3, 1.0, beta, STEPS[-1])[STEPS]
-        got = heavy_ball_variance(lam, 0.3, 1.0, beta, STEPS.astype(float))
-        np.testing.assert_allclose(got, ref, rtol=1e-6)
+def heavy_ball_exact(lam, q, v0, beta, steps, number=Fraction):
+    """E[x_t²] for t ≤ steps by the moment recursion in exact rational arithmetic (``Fraction``) or in 60-digit
+    decimals (long runs, where fractions grow too large; its rounding, ≤ 10⁻⁶⁰ per step amplified by at most
+    t² ≈ 10⁹, is far below any tolerance here)."""
+    with localcontext() as ctx:
+        ctx.prec = 60
+        lam, q, v0, beta = (number(float(x)) for x in (lam, q, v0, beta))
+        a = 1 + beta - lam
+        x, c, y, out = v0, v0, v0, [v0]
+        for _ in range(steps):
+            x, c, y = a * a * x - 2 * a * beta * c + beta * beta * y + q, a * x - beta * c, x
+            out.append(x)
+    return np.array([float(v) for v in out])
+
+
+def _near_unit_momentum_cases():
+    """(β, λ) at and around critical damping λ = (1 − ρ)², over- and underdamped, and tiny λ, for β → 1."""
+    for beta in (0.9, 0.999, 0.9999, 1 - 1e-6):
+        crit = ((1 - beta) / (1 + np.sqrt(beta))) ** 2
+        for lam in (crit, crit * (1 + 1e-9), crit * (1 - 1e-9), 0.5 * crit, 2 * crit, 1e-3 * crit, 1e-12, 1 - beta):
+            yield beta, lam
+
+
+@pytest.mark.parametrize(("beta", "lam"), list(_near_unit_momentum_cases()))
+def test_heavy_ball_exact_near_unit_momentum(beta, lam):
+    """At 10⁻⁹ against exact rational arithmetic, with and without initial variance. The classic form
+    X∞ + (V₀ − X∞)·(decay) failed this by up to 3·10⁻³ at β = 0.9999 and by 300× the value at β = 1 − 10⁻⁶
+    (it subtracts numbers of size X∞ ∝ 1/((1 − β)λ) from each other early in a run)."""
+    steps = np.array([0, 1, 2, 3, 5, 10, 30, 63, 64, 65, 100, 150, 200])
+    for v0, q in ((1.0, 0.3), (0.0, 0.3)):
+        ref = heavy_ball_exact(lam, q, v0, beta, int(steps[-1]))[steps]
+        got = heavy_ball_variance(lam, q, v0, beta, steps.astype(float))
+        np.testing.assert_allclose(got, ref, rtol=1e-9, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("beta", "lam"),
+    [(0.9999, None), (0.9999, 1e-12), (1 - 1e-6, None), (1 - 1e-6, 3.0), (0.999, 0.5), (0.3, 2.395)],
+)
+def test_heavy_ball_long_runs(beta, lam):
+    """Over 2·10⁴ steps (past the relaxation time 1/(1 − ρ) ≈ 2·10⁴ at β = 0.9999) at 10⁻⁹ against the
+    60-digit recursion; None is critical damping, where every form of the sum is used along the run."""
+    lam = ((1 - beta) / (1 + np.sqrt(beta))) ** 2 if lam is None else lam
+    steps = np.array([1, 10, 64, 65, 100, 300, 1000, 3000, 10000, 20000])
+    ref = heavy_ball_exact(lam, 0.3, 1.0, beta, int(steps[-1]), number=Decimal)[steps]
+    got = heavy_ball_variance(lam, 0.3, 1.0, beta, steps.astype(float))
+    np.testing.assert_allclose(got, ref, rtol=1e-9, atol=0)
+
+
+@pytest.mark.parametrize("beta", [0.9, 0.999, 0.9999])
+def test_heavy_ball_at_the_edge_double_root_is_exact_for_a_neighbouring_step(beta):
+    """At λ = (1 + ρ)² (a double root −ρ, a hair inside the stability edge 2(1 + β)) E[x_t²] is itself
+    ill-conditioned: one unit in the last place of λ moves it by 3·10⁻⁸ at β = 0.9999, t = 2·10⁴. There
+    the closed form is held to what rounding allows: its value lies between the exact values at λ two units
+    either side (backward stability)."""
+    lam = (1 + np.sqrt(beta)) ** 2
+    steps = np.array([1, 100, 3000, 20000])
+    lo, hi = (np.nextafter(np.nextafter(lam, side), side) for side in (0.0, 8.0))
+    bounds = [heavy_ball_exact(x, 0.3, 1.0, beta, int(steps[-1]), number=Decimal)[steps] for x in (lo, hi)]
+    got = heavy_ball_variance(lam, 0.3, 1.0, beta, steps.astype(float))
+    assert np.all((got >= np.minimum(*bounds) * (1 - 1e-12)) & (got <= np.maximum(*bounds) * (1 + 1e-12)))
 
 
 @given(

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .heavy_ball import HeavyBallMoments, heavy_ball_stationary, heavy_ball_variance
+
 __all__ = [
     "heavy_ball_variance",
     "ema_variance",
@@ -32,37 +34,12 @@ __all__ = [
 ]
 
 
-def heavy_ball_stationary(lam, noise_var, beta):
-    """Stationary ``X∞ = (1 + β)q/((1 − β)λ(2(1 + β) − λ))`` of heavy ball (the AR(2) variance); stable iff
-    0 < λ < 2(1 + β)."""
-    return (1 + beta) * noise_var / ((1 - beta) * lam * (2 * (1 + beta) - lam))
-
-
 def ema_stationary(lam, noise_var, gamma):
     """Stationary (X∞, C∞, Y∞) = E[x²], E[xy], E[y²] of SGD x with its EMA y (see :func:`ema_variance`)."""
     x_inf = noise_var / (lam * (2.0 - lam))
     c_inf = (1 - gamma) * x_inf / (1 - gamma * (1 - lam))
     y_inf = ((1 - gamma) ** 2 * x_inf + 2 * gamma * (1 - gamma) * (1 - lam) * c_inf) / (1 - gamma**2)
     return x_inf, c_inf, y_inf
-
-
-def heavy_ball_variance(lam, noise_var, v0, beta, t):
-    """``E[x_t²]`` of heavy-ball momentum ``x_{t+1} = (1 + β − λ)x_t − βx_{t−1} − n_t``, ``x_{−1} = x_0``.
-
-    With roots r₁,₂ = σρe^{±ψ} of z² − (1 + β − λ)z + β (ρ = √β, σ = sign(1 + β − λ)) the noise-free
-    solution is ``x_t = U_t x_0 − βU_{t−1} x_{−1}``, ``U_t = (σρ)^t R_{t+1}``, ``R_n = sinh(nψ)/sinh ψ``
-    (``sin(nφ)/sin φ`` when underdamped, ψ = iφ; ``n`` at critical damping). The AR(2) stationary moments
-    are ``X∞ = (1 + β)q/((1 − β)λ(2(1 + β) − λ))`` and ``C∞ = E[x_t x_{t−1}] = (1 + β − λ)X∞/(1 + β)``, so
-
-    .. math:: \\mathbb E[x_t^2] = X_\\infty + \\rho^{2t}\\big[(V_0 - X_\\infty)(R_{t+1}^2 + \\beta R_t^2)
-              - 2\\sigma\\rho\\,(V_0 - C_\\infty)R_{t+1}R_t\\big].
-
-    The discriminant is formed as (λ − (1−ρ)²)(λ − (1+ρ)²), so nothing cancels near critical damping;
-    overdamped, ρ^{2t}R_n² is written as |r₁|^{2t}(1 − e^{−2nψ})²/(1 − e^{−2ψ})²·e^{…}, so nothing
-    overflows. Smooth in a continuous ``t`` (exact at integers). Needs 0 < β < 1 and
-    0 < λ < 2(1 + β) (a stable run); arrays broadcast.
-    """
-    return HeavyBallMoments(lam, noise_var, v0, beta).at(t)
 
 
 def ema_variance(lam, noise_var, v0, gamma, t):
@@ -75,83 +52,6 @@ def ema_variance(lam, noise_var, v0, gamma, t):
     cancels when u ≈ γ. Integer ``t`` (u^t changes sign when u < 0); needs 0 < γ < 1, 0 < λ < 2.
     """
     return EmaMoments(lam, noise_var, v0, gamma).at(t)
-
-
-class HeavyBallMoments:
-    """:func:`heavy_ball_variance` with everything that does not depend on t computed once.
-
-    ``at(t)`` then costs three transcendental functions per coordinate (the solvers call it many times).
-    """
-
-    def __init__(self, lam, noise_var, v0, beta):
-        lam, q, v0, beta = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (lam, noise_var, v0, beta)))
-        self.shape = lam.shape
-        rho = np.sqrt(beta)
-        a = 1.0 + beta - lam
-        sign = np.where(a < 0, -1.0, 1.0)
-        disc = (lam - (1 - rho) ** 2) * (lam - (1 + rho) ** 2)
-        self.x_inf = heavy_ball_stationary(lam, q, beta)
-        dev_x = v0 - self.x_inf
-        dev_c = v0 - a * self.x_inf / (1 + beta)
-        self.over = disc > 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            # overdamped: ρ^{2t}R_{t+1}² = E·A₁²/D², βρ^{2t}R_t² = E·βe^{−2ψ}A₀²/D², ρ^{2t+1}R_{t+1}R_t =
-            # E·ρe^{−ψ}A₁A₀/D² with E = |r₁|^{2t}, A_n… = 1 − e^{−2nψ}, D = 1 − e^{−2ψ}
-            o = self.over
-            psi = np.arcsinh(np.sqrt(disc[o]) / (2 * rho[o]))
-            d2 = np.expm1(-2 * psi) ** 2
-            self.o_psi2 = 2 * psi
-            self.o_log_r1_2 = np.log(beta[o]) + 2 * psi
-            self.o_k1 = dev_x[o] / d2
-            self.o_k2 = dev_x[o] * beta[o] * np.exp(-2 * psi) / d2
-            self.o_k3 = 2 * sign[o] * rho[o] * np.exp(-psi) * dev_c[o] / d2
-            # underdamped and critical: ρ^{2t}(R_{t+1}² + βR_t²) … with R_n = sin(nφ)/sin φ (n when φ = 0)
-            u = ~o
-            root = np.sqrt(-disc[u])
-            sin_phi = root / (2 * rho[u])
-            self.u_crit = sin_phi == 0
-            s2 = np.where(self.u_crit, 1.0, sin_phi**2)
-            self.u_phi = np.arctan2(root, np.abs(a[u]))
-            self.u_log_beta = np.log(beta[u])
-            self.u_k1 = dev_x[u] / s2
-            self.u_k2 = beta[u] * dev_x[u] / s2
-            self.u_k3 = 2 * sign[u] * rho[u] * dev_c[u] / s2
-
-    def at(self, t):
-        """E[x_t²] for ``t`` broadcasting against the coordinates' shape."""
-        t = np.asarray(t, dtype=np.float64)
-        shape = np.broadcast_shapes(t.shape, self.shape)
-        out = np.array(np.broadcast_to(self.x_inf, shape))
-        same = shape == self.shape
-        over = self.over if same else np.broadcast_to(self.over, shape)
-        tt = np.broadcast_to(t, shape)
-        with np.errstate(over="ignore", invalid="ignore"):
-            if over.any():
-                to = tt[over]
-                k = [
-                    x if same else np.broadcast_to(_scatter(x, self.over), shape)[over]
-                    for x in (self.o_psi2, self.o_log_r1_2, self.o_k1, self.o_k2, self.o_k3)
-                ]
-                a1, a0 = -np.expm1(-(to + 1) * k[0]), -np.expm1(-to * k[0])
-                out[over] += np.exp(to * k[1]) * (k[2] * a1 * a1 + k[3] * a0 * a0 - k[4] * a1 * a0)
-            under = ~over
-            if under.any():
-                tu = tt[under]
-                k = [
-                    x if same else np.broadcast_to(_scatter(x, ~self.over), shape)[under]
-                    for x in (self.u_phi, self.u_log_beta, self.u_k1, self.u_k2, self.u_k3, self.u_crit)
-                ]
-                s1 = np.where(k[5], tu + 1, np.sin((tu + 1) * k[0]))
-                s0 = np.where(k[5], tu, np.sin(tu * k[0]))
-                out[under] += np.exp(tu * k[1]) * (k[2] * s1 * s1 + k[3] * s0 * s0 - k[4] * s1 * s0)
-        return out
-
-
-def _scatter(values, mask):
-    """Values of a masked subset placed back into an array of the mask's shape (zeros elsewhere)."""
-    full = np.zeros(mask.shape, dtype=values.dtype)
-    full[mask] = values
-    return full
 
 
 class EmaMoments:
