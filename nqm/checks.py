@@ -10,8 +10,11 @@ __all__ = [
     "as_real",
     "check_real",
     "as_vector",
+    "check_point",
     "check_positive_vector",
     "check_batch_size",
+    "check_batch_sizes",
+    "check_steps_at",
     "check_lr",
     "check_unit_interval",
     "check_replicas",
@@ -26,7 +29,7 @@ def as_real(name: str, value) -> np.ndarray:
     """``value`` as a float64 array; a TypeError naming ``name`` for what is not a real number or an array of them
     (complex numbers, strings such as "0.5", None, objects), which NumPy would otherwise convert or cast silently."""
     arr = np.asarray(value)
-    if arr.dtype.kind not in "biuf":  # bool, signed and unsigned integers, floats
+    if arr.dtype.kind not in "iuf":  # signed and unsigned integers, floats (True is not a number here)
         raise TypeError(f"{name} must be a real number (or an array of them), got {value!r}")
     return arr.astype(np.float64)
 
@@ -58,6 +61,17 @@ def as_vector(name: str, values, d: int | None = None) -> np.ndarray:
     return arr
 
 
+def check_point(name: str, value, d: int, *, batched: bool = False) -> np.ndarray:
+    """A point θ of the problem: a finite real array of shape (d,) (or (..., d) when ``batched``), else an error
+    naming ``name``."""
+    arr = as_real(name, value)
+    if arr.shape[-1:] != (d,) or (arr.ndim != 1 and not batched):
+        raise ValueError(f"{name} must have shape ({'..., ' if batched else ''}{d},), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values")
+    return arr
+
+
 def check_positive_vector(name: str, values, d: int | None = None) -> np.ndarray:
     """A finite 1-D array of values > 0 (a preconditioner's diagonal, say), of length ``d`` when given."""
     arr = as_vector(name, values, d)
@@ -75,6 +89,25 @@ def check_batch_size(batch_size, *, integer: bool = False) -> np.ndarray:
     if integer and (np.any(~np.isfinite(b)) or np.any(b != np.round(b))):
         raise ValueError(f"batch size must be a finite integer when examples are sampled, got {batch_size!r}")
     return b
+
+
+def check_batch_sizes(batch_sizes) -> np.ndarray:
+    """A non-empty 1-D float64 array of batch sizes ≥ 1 (a single number is one batch size)."""
+    b = np.atleast_1d(check_batch_size(batch_sizes))
+    if b.ndim != 1 or b.size == 0:
+        raise ValueError(f"batch_sizes must be a number or a non-empty 1-D list of them, got shape {b.shape}")
+    return b
+
+
+def check_steps_at(steps: int, at) -> np.ndarray:
+    """Steps asked for, ``at``, as int64 in the order given (repeats kept): a non-empty 1-D list of integers in
+    [0, steps]; booleans, strings, complex numbers and NaN are refused, naming ``at``."""
+    r = np.asarray(at)
+    if r.ndim != 1 or r.size == 0 or r.dtype.kind not in "iuf":
+        raise ValueError(f"at must be a non-empty 1-D list of integer steps in [0, {steps}], got {at!r}")
+    if not np.all(np.isfinite(r)) or np.any(r != np.round(r)) or r.min() < 0 or r.max() > steps:
+        raise ValueError(f"at must hold integer steps in [0, {steps}], got {at!r}")
+    return r.astype(np.int64)
 
 
 def check_lr(lr) -> np.ndarray:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .checks import check_count
+from .checks import as_real, check_count
 
 __all__ = [
     "two_batch_estimates",
@@ -39,8 +39,8 @@ __all__ = [
 
 
 def _check_batches(b_small, b_big):
-    b_small, b_big = np.asarray(b_small, dtype=np.float64), np.asarray(b_big, dtype=np.float64)
-    if np.any(b_small < 1) or np.any(b_big <= b_small):
+    b_small, b_big = as_real("b_small", b_small), as_real("b_big", b_big)
+    if not (np.all(b_small >= 1) and np.all(b_big > b_small) and np.all(np.isfinite(b_big))):
         raise ValueError(f"need 1 <= B_small < B_big, got B_small={b_small}, B_big={b_big}")
     return b_small, b_big
 
@@ -61,7 +61,9 @@ def two_batch_estimates(sq_small, sq_big, b_small, b_big):
         (1.0, 2.0)
     """
     b_small, b_big = _check_batches(b_small, b_big)
-    sq_small, sq_big = np.asarray(sq_small, dtype=np.float64), np.asarray(sq_big, dtype=np.float64)
+    sq_small, sq_big = as_real("sq_small", sq_small), as_real("sq_big", sq_big)
+    if not (np.all(np.isfinite(sq_small)) and np.all(np.isfinite(sq_big))):
+        raise ValueError("sq_small and sq_big must be finite squared norms")
     g2 = (b_big * sq_big - b_small * sq_small) / (b_big - b_small)
     s = (sq_small - sq_big) / (1 / b_small - 1 / b_big)
     return g2, s

@@ -19,7 +19,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import check_batch_size, check_count, check_init_var, check_lr, check_memory, check_replicas
+from .checks import (
+    check_batch_size,
+    check_count,
+    check_init_var,
+    check_lr,
+    check_memory,
+    check_point,
+    check_replicas,
+)
 from .curves import LossCurve, exact_curve
 from .montecarlo import OneStepResult, loss_curve
 from .montecarlo.parallel import run_tasks, thread_count, tile_rng
@@ -49,7 +57,7 @@ class LeastSquares:
 
     def sigma(self, theta) -> np.ndarray:
         """Per-example gradient covariance Σ(θ) = HθθᵀH + (θᵀHθ + σ²)H, dense (d, d) in H's basis."""
-        th = np.asarray(theta, dtype=np.float64)
+        th = check_point("theta", theta, self.d)
         g = self.h * th
         return np.outer(g, g) + np.diag((th @ g + self.noise_var) * self.h)
 
@@ -61,7 +69,7 @@ class LeastSquares:
 
     def noise_scale(self, theta) -> float:
         """B_noise(θ) = tr(HΣ(θ))/(GᵀHG) = [θᵀH³θ + (θᵀHθ + σ²) tr H²]/(θᵀH³θ)."""
-        th = np.asarray(theta, dtype=np.float64)
+        th = check_point("theta", theta, self.d)
         h3 = th @ (self.h**3 * th)
         return float((h3 + (th @ (self.h * th) + self.noise_var) * (self.h @ self.h)) / h3)
 
@@ -188,7 +196,7 @@ class LeastSquares:
         self.at(θ), θ, ε, B)``)."""
         lrs, bs = np.broadcast_arrays(check_lr(lr), check_batch_size(batch_size, integer=True))
         replicas = check_replicas(replicas)
-        th = np.asarray(theta, dtype=np.float64)
+        th = check_point("theta", theta, self.d)
         loss0 = 0.5 * self.h @ th**2
 
         def cell(index):

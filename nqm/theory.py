@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from .checks import check_batch_size, check_lr
+from .checks import check_batch_size, check_lr, check_point
 from .problem import NoisyQuadratic, check_precond
 
 __all__ = [
@@ -52,10 +52,7 @@ def _divide(num, den):
 
 
 def _theta(p: NoisyQuadratic, theta) -> np.ndarray:
-    th = np.asarray(theta, dtype=np.float64)
-    if th.shape[-1:] != (p.d,):
-        raise ValueError(f"theta must have shape (..., {p.d}), got {th.shape}")
-    return th
+    return check_point("theta", theta, p.d, batched=True)
 
 
 def gradient(p: NoisyQuadratic, theta) -> np.ndarray:

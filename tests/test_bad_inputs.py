@@ -3,6 +3,10 @@ hostile user tried (each was once a NaN, a truncation, uninitialised memory or a
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from strategies import batch_sizes, problems
 
 import nqm
 from nqm import dynamics, estimators, noise, optim, spectra
@@ -182,3 +186,138 @@ def test_a_bad_scalar_is_refused_naming_its_argument(entry, arg, bad):
     with pytest.raises((ValueError, TypeError)) as err:
         call(**{**good, arg: bad})
     assert any(n in str(err.value) for n in names), f"{entry}({arg}={bad!r}): {err.value}"
+
+
+# -- the same, as properties: hypothesis draws the bad values --------------------------------------------------
+# A bad scalar is any non-finite float, complex number, string, None or boolean, or a finite value outside the
+# argument's range; a bad array has a non-finite entry, the wrong length or rank, or a non-real dtype. Each must be
+# refused with a ValueError or TypeError naming the argument (never a NaN, a truncation or a silent cast).
+
+_NOT_A_NUMBER = st.one_of(
+    st.sampled_from([float("nan"), float("inf"), -float("inf")]),
+    st.complex_numbers(allow_nan=False, allow_infinity=False).filter(lambda z: z.imag != 0),
+    st.text(max_size=4),
+    st.none(),
+    st.booleans(),
+)
+_NEGATIVE = st.floats(max_value=-1e-300, allow_nan=False, allow_infinity=False)
+_OUT_OF_RANGE = {
+    "lr": st.one_of(_NEGATIVE, st.just(0.0)),
+    "batch_size": st.floats(max_value=1.0, exclude_max=True, allow_nan=False, allow_infinity=False),
+    "steps": st.one_of(_NEGATIVE, st.floats(0.01, 1e6).filter(lambda x: x != round(x))),
+    "replicas": st.one_of(st.integers(max_value=1), st.floats(2.01, 1e6).filter(lambda x: x != round(x))),
+    "d": st.one_of(st.integers(max_value=0), st.floats(1.01, 1e6).filter(lambda x: x != round(x))),
+    "init_var": _NEGATIVE,
+    "target": st.one_of(_NEGATIVE, st.just(0.0)),
+    "momentum": st.one_of(_NEGATIVE, st.floats(min_value=1.0, allow_nan=False, allow_infinity=False)),
+    "gamma": st.one_of(_NEGATIVE, st.floats(min_value=1.0, allow_nan=False, allow_infinity=False)),
+    "beta1": st.one_of(_NEGATIVE, st.floats(min_value=1.0, allow_nan=False, allow_infinity=False)),
+    "eps": _NEGATIVE,
+    "exponent": st.nothing(),
+    "low": st.one_of(_NEGATIVE, st.just(0.0)),
+    "scale": _NEGATIVE,
+}
+_ARG_NAMES = {"lr": ("lr", "opt"), "batch_size": ("batch",), "target": ("target",)}
+_PAIRS = [(entry, arg) for entry, (_, good) in ENTRY_POINTS.items() for arg in good]
+
+
+@pytest.mark.parametrize("entry, arg", _PAIRS, ids=[f"{e}-{a}" for e, a in _PAIRS])
+@settings(max_examples=15)
+@given(data=st.data())
+def test_any_bad_scalar_is_refused_naming_its_argument(entry, arg, data):
+    call, good = ENTRY_POINTS[entry]
+    not_a_number = _NOT_A_NUMBER.filter(lambda x: x != float("inf")) if arg == "batch_size" else _NOT_A_NUMBER
+    bad = data.draw(st.one_of(not_a_number, _OUT_OF_RANGE[arg]), label=arg)  # B = inf: the noiseless limit
+    with pytest.raises((ValueError, TypeError)) as err:
+        call(**{**good, arg: bad})
+    assert any(n in str(err.value) for n in _ARG_NAMES.get(arg, (arg,))), f"{entry}({arg}={bad!r}): {err.value}"
+
+
+@st.composite
+def _bad_vectors(draw, d, low=None, batched=False):
+    """A length-d-ish array that is wrong: a NaN/±inf entry, an entry below ``low``, the wrong length or rank (not
+    when ``batched``: a stack of points is one), or a complex, string, object or boolean dtype."""
+    good = draw(hnp.arrays(np.float64, d, elements=st.floats(1.0, 10.0)))
+    kind = draw(st.sampled_from(["non-finite", "below", "length", "rank", "complex", "str", "object", "bool"]))
+    if (kind == "below" and low is None) or (kind == "rank" and batched):
+        kind = "non-finite"
+    if kind in ("non-finite", "below"):
+        values = [float("nan"), float("inf"), -float("inf")] if kind == "non-finite" else [low - 1.0, -1e-9 + low]
+        good[draw(st.integers(0, d - 1))] = draw(st.sampled_from(values))
+        return good
+    if kind == "length":
+        return np.ones(draw(st.sampled_from([0, d + 1, d + 5] + ([d - 1] if d > 1 else []))))
+    if kind == "rank":
+        return np.ones((2, d))
+    return {"complex": good + 1j, "str": good.astype(str), "object": good.astype(object), "bool": good > 5}[kind]
+
+
+_D = 5
+_P5 = nqm.NoisyQuadratic(np.linspace(1.0, 0.2, _D), np.linspace(0.5, 0.1, _D))
+_ARRAY_ENTRY_POINTS = {
+    "NoisyQuadratic h": (lambda v: nqm.NoisyQuadratic(v, np.ones(_D)), "h", 1e-300),
+    "NoisyQuadratic c": (lambda v: nqm.NoisyQuadratic(np.ones(_D), v), "c", 0.0),
+    "theory.optimal_step theta": (lambda v: nqm.theory.optimal_step(_P5, v, 4), "theta", None),
+    "theory.noise_scale theta": (lambda v: nqm.theory.noise_scale(_P5, v), "theta", None),
+    "LeastSquares theta": (lambda v: nqm.LeastSquares(np.ones(_D), 0.1).noise_scale(v), "theta", None),
+    "simulate theta0": (lambda v: nqm.simulate(_P5, 0.5, 4, 3, 4, theta0=v), "theta0", None),
+    "expected_loss init_var": (lambda v: dynamics.expected_loss(_P5, 0.5, 4, 3, init_var=v), "init_var", 0.0),
+    "sgd precond": (lambda v: dynamics.expected_loss(_P5, optim.sgd(0.5, precond=v), 4, 3), "precond", 1e-300),
+    "misaligned_sigma c": (lambda v: spectra.misaligned_sigma(v), "c", 0.0),
+}
+
+
+@pytest.mark.parametrize("entry", list(_ARRAY_ENTRY_POINTS))
+@settings(max_examples=25)
+@given(data=st.data())
+def test_any_bad_array_is_refused_naming_its_argument(entry, data):
+    call, name, low = _ARRAY_ENTRY_POINTS[entry]
+    bad = data.draw(_bad_vectors(_D, low, batched=entry.startswith("theory")), label=name)
+    if entry == "misaligned_sigma c" and bad.ndim == 1 and bad.dtype.kind == "f" and bad.size >= 1:
+        assume(not np.all(np.isfinite(bad)) or bad.min() < 0)  # any length is a valid spectrum there
+    with pytest.raises((ValueError, TypeError)) as err:
+        call(bad)
+    assert name in str(err.value) or (name == "c" and "d must be" in str(err.value)), f"{entry}: {err.value}"
+
+
+@settings(max_examples=25)
+@given(
+    at=st.one_of(
+        st.lists(st.integers(-5, 20), min_size=1).filter(lambda a: min(a) < 0 or max(a) > 10),
+        st.lists(st.floats(0.1, 9.9).filter(lambda x: x != round(x)), min_size=1),
+        st.lists(st.booleans(), min_size=1),
+        st.lists(st.text(max_size=2), min_size=1),
+        st.just([]),
+    ),
+    engine=st.sampled_from(["expected_loss", "simulate", "LeastSquares.simulate"]),
+)
+def test_bad_steps_asked_for_are_refused_by_every_engine(at, engine):
+    """One rule for ``at`` everywhere: a non-empty list of integer steps in [0, steps]."""
+    calls = {
+        "expected_loss": lambda: dynamics.expected_loss(_P5, 0.5, 4, 10, at=at),
+        "simulate": lambda: nqm.simulate(_P5, 0.5, 4, 10, 4, at=at),
+        "LeastSquares.simulate": lambda: _ls().simulate(0.1, 2, 10, 4, at=at, threads=1),
+    }
+    with pytest.raises(ValueError, match="at must"):
+        calls[engine]()
+
+
+@settings(max_examples=40)
+@given(
+    p=problems(max_d=8),
+    lr_fraction=st.floats(1e-6, 10.0),
+    batch=batch_sizes,
+    steps=st.integers(0, 200),
+    init_var=st.floats(0.0, 1e3),
+)
+def test_finite_arguments_never_give_nan(p, lr_fraction, batch, steps, init_var):
+    """Any finite, in-range arguments give a number or inf (a diverging run), never NaN: exact dynamics, the
+    steps to a target, and McCandlish's one-step quantities."""
+    lr = lr_fraction / p.h.max()
+    curve = dynamics.expected_loss(p, lr, batch, steps, init_var=init_var)
+    assert not np.any(np.isnan(curve.mean))
+    target = 0.5 * float(p.h @ np.full(p.d, init_var)) * 0.1 + 1e-12
+    assert not np.isnan(dynamics.steps_to_target(p, lr, batch, target, init_var=init_var))
+    theta = np.sqrt(init_var) * np.ones(p.d) + 1e-3
+    for f in (nqm.theory.optimal_step, nqm.theory.optimal_improvement):
+        assert not np.any(np.isnan(f(p, theta, batch)))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_batch_size, check_real
+from ..checks import check_batch_size, check_batch_sizes, check_real
 from .expected import noise_scales_along
 from .frontier import fit_frontier
 from .whole_runs import check_target, optimal_steps_to_target
@@ -109,7 +109,7 @@ def critical_batch_sizes(
     ``family`` (:data:`nqm.optim.FAMILIES`) at ``batch_sizes`` (default 1, 2, …, 2²⁰)."""
     tolerance = check_real("tolerance", tolerance, low=0.0, low_open=True)
     reference_batch = float(check_batch_size(check_real("reference_batch", reference_batch)))
-    batch = np.asarray(check_batch_size(batch_sizes), dtype=np.float64).ravel()
+    batch = check_batch_sizes(batch_sizes)
     runs = optimal_steps_to_target(p, target, batch, family=family, init_var=init_var, precond=precond)
     s_min, e_min, residual = fit_frontier(runs.batch_sizes, runs.steps)
     crit = e_min / s_min

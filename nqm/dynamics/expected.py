@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import check_count, check_init_var, check_memory
+from ..checks import check_count, check_init_var, check_memory, check_steps_at
 from ..curves import LossCurve, exact_curve
 from ..noise import step_coefficients
 from ..optim import Ema, HeavyBall, Nesterov, Sgd, as_optimizer, require_linear, stable_lr_bound
@@ -51,10 +51,7 @@ def _checkpoints(steps, at) -> np.ndarray:
             40.0 * (steps + 1), f"a loss at every one of {steps} steps", "pass at=[...] with the steps you need"
         )
         return np.arange(int(steps) + 1)
-    t = np.asarray(at)
-    if t.ndim != 1 or np.any(t < 0) or np.any(t > steps) or np.any(t != np.round(t)):
-        raise ValueError(f"at must be a 1-D array of integer steps in [0, {steps}]")
-    return t.astype(np.int64)
+    return check_steps_at(steps, at)
 
 
 def sgd_variance(lam, noise_var, v0, t):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import as_real
+
 __all__ = ["fit_frontier"]
 
 
@@ -19,7 +21,11 @@ def fit_frontier(batch_sizes, steps) -> tuple[float, float, float]:
         >>> round(s_min, 9), round(e_min, 9), residual < 1e-12
         (50.0, 1000.0, True)
     """
-    batch, steps = np.asarray(batch_sizes, dtype=np.float64), np.asarray(steps, dtype=np.float64)
+    batch, steps = as_real("batch_sizes", batch_sizes), as_real("steps", steps)
+    if batch.ndim != 1 or batch.shape != steps.shape or not np.all((batch >= 1) & np.isfinite(batch)):
+        raise ValueError(f"batch_sizes must be finite and >= 1, one per entry of steps; got {batch_sizes!r}")
+    if np.any(np.isnan(steps) | (steps <= 0)):
+        raise ValueError("steps must be > 0 (inf where the target is not reached), not NaN")
     ok = np.isfinite(steps)
     if ok.sum() < 2:
         raise ValueError("fit_frontier needs at least two batch sizes that reach the target")

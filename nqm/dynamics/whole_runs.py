@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_batch_size, check_init_var, check_real
+from ..checks import check_batch_size, check_batch_sizes, check_init_var, check_real
 from ..noise import injected_variance, step_coefficients
 from ..optim import (
     FAMILIES,
@@ -609,7 +609,7 @@ def optimal_steps_to_target(
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     target = check_target(target)
-    b = np.atleast_1d(check_batch_size(batch_sizes)).astype(np.float64)
+    b = check_batch_sizes(batch_sizes)
     if family != "sgd":
         return _optimal_tuned(p, target, b, init_var, precond, family)
     loss = _SGDLoss(p, b, init_var, precond)

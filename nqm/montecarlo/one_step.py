@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import check_batch_size, check_lr, check_replicas
+from ..checks import check_batch_size, check_lr, check_point, check_replicas
 from ..noise import check_distribution, correlate, minibatch_noise
 from ..problem import NoisyQuadratic, check_precond
 from .backend import to_host
@@ -51,9 +51,7 @@ def one_step_improvement(
     replicas = check_replicas(replicas)
     pre = check_precond(p, precond)
     check_distribution(per_example)
-    th = np.asarray(theta, dtype=np.float64)
-    if th.shape != (p.d,):
-        raise ValueError(f"theta must have shape ({p.d},)")
+    th = check_point("theta", theta, p.d)
     xp, counter = choose_engine(backend, generator, per_example)
     basis = WorkingBasis(p, pre, np.float64, xp)
     x = basis.to_working(xp.asarray(th[None, :]))

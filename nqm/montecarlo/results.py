@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks import check_steps_at
 from ..curves import LossCurve
 
 __all__ = [
@@ -79,12 +80,7 @@ def check_record(steps: int, record) -> np.ndarray:
     back in the order asked for, as :func:`nqm.dynamics.expected_loss` returns it."""
     if record is None:
         return default_record(steps)
-    r = np.asarray(record)
-    if r.ndim != 1 or r.size == 0 or not np.issubdtype(r.dtype, np.number) or np.iscomplexobj(r):
-        raise ValueError(f"at must be a non-empty 1-D list of integer steps in [0, {steps}], got {record!r}")
-    if not np.all(np.isfinite(r)) or np.any(r != np.round(r)) or r.min() < 0 or r.max() > steps:
-        raise ValueError(f"at must hold integer steps in [0, {steps}], got {record!r}")
-    return r.astype(np.int64)
+    return check_steps_at(steps, record)
 
 
 def as_asked(curve: LossCurve, asked: np.ndarray) -> LossCurve:

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import check_batch_size, check_count, check_init_var, check_memory, check_replicas
+from ..checks import (
+    check_batch_size,
+    check_count,
+    check_init_var,
+    check_memory,
+    check_point,
+    check_replicas,
+)
 from ..noise import check_distribution
 from ..optim import as_optimizer
 from ..problem import NoisyQuadratic, check_precond
@@ -122,9 +129,7 @@ def simulate(
     )
     th0 = None
     if theta0 is not None:
-        th0 = np.asarray(theta0, dtype=np.float64)
-        if th0.shape != (p.d,) or not np.all(np.isfinite(th0)):
-            raise ValueError(f"theta0 must be a finite array of shape ({p.d},)")
+        th0 = check_point("theta0", theta0, p.d)
 
     if counter:
         work = float(replicas) * p.d * steps
