@@ -5,6 +5,10 @@ Adam in the fused in-place loop of elementwise optimisers) against
   * the raw ``standard_normal`` fill rate of SFC64 on 1 and 2 threads (the bound: one normal per update),
   * the naive NumPy loop ``θ = θ − ε(hθ + s·randn)`` on the whole (R, d) array.
 Prints a table and the ratios; ``--json`` prints them as JSON.  Usage: ``python bench/mc_throughput.py``.
+
+``--tile-sweep`` instead measures SGD (float64, 1 and 2 threads) against the raw fill at tile sizes 2¹²…2¹⁶
+elements, interleaving the two so that drift of the host hits both: smaller tiles mean more NumPy calls per
+element (Python overhead, under the GIL), larger ones arrays that leave a core's L2.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import numpy as np
 
 import nqm
 from nqm import optim
+from nqm.montecarlo import sfc64
 
 
 def measure(rates: dict, slowest: dict, name: str, fn, updates: float, repeats: int) -> None:
@@ -54,6 +59,31 @@ def naive_loop(p, lr, batch, steps, replicas):
     return theta
 
 
+def tile_sweep(p, args, n: int) -> None:
+    """SGD float64 updates/s over raw normals/s, per tile size and thread count. The raw fill is measured
+    interleaved with each tile's runs (ABAB…, best of ``repeats`` each), since this host's 2-thread rate drifts
+    by ±20% between minutes."""
+    default = sfc64.TILE_ELEMENTS
+    print(f"zhang2019(d={args.d}), {args.replicas} replicas × {args.steps} steps; SGD float64 / raw normals")
+    for threads in (1, 2):
+        for tile in (1 << 12, 1 << 13, 1 << 14, 1 << 15, 1 << 16):
+            sfc64.TILE_ELEMENTS = tile  # the module reads it per call; restored below
+            raw = lambda t=threads: raw_normal_fill(n, t, np.float64)  # noqa: E731
+            run = lambda t=threads: nqm.simulate(p, optim.sgd(0.1), 8, args.steps, args.replicas, threads=t)  # noqa: E731
+            rates, slowest = {}, {}
+            for _ in range(args.repeats):
+                measure(rates, slowest, f"raw{len(rates)}", raw, n, 1)
+                measure(rates, slowest, f"sgd{len(rates)}", run, n, 1)
+            best_raw = max(v for k, v in rates.items() if k.startswith("raw"))
+            best_sgd = max(v for k, v in rates.items() if k.startswith("sgd"))
+            mark = " (default)" if tile == default else ""
+            print(
+                f"  {threads} thread(s), tile {tile:6d}: SGD {best_sgd / 1e6:6.1f} M/s, raw {best_raw / 1e6:6.1f} M/s, "
+                f"ratio {best_sgd / best_raw:.2f}{mark}"
+            )
+        sfc64.TILE_ELEMENTS = default
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--d", type=int, default=4096)
@@ -61,10 +91,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--tile-sweep", action="store_true", help="SGD against the raw fill by tile size")
     args = parser.parse_args()
     p = nqm.NoisyQuadratic.zhang2019(args.d)
     n = args.d * args.replicas * args.steps
     rates, slowest = {}, {}
+    if args.tile_sweep:
+        tile_sweep(p, args, n)
+        return
     for dtype in (np.float64, np.float32):
         tag = np.dtype(dtype).name
         for threads in (1, 2):
