@@ -15,7 +15,8 @@ eleven digits at β = 1 − 10⁻⁶. Here each piece is formed where it is accu
 
 * ``W_t = (σρ)^t [cosh tψ + κR_t]``, κ = (1 − β − λ)/(2σρ) (from ``U_t − r₂U_{t−1} = r₁^t``): a sum of
   positive terms wherever the roots are real.
-* ``S_t`` by the first of four forms whose rounding is small (each estimates its own condition):
+* ``S_t`` by the first of four forms whose rounding is small (each estimates its own condition; the forward
+  form is tried first for overdamped coordinates, the backward one for the others):
 
   1. backward, ``S∞ − Σ_{j≥t} U_j²`` (the classic form; good once t is comparable with the relaxation time,
      unless the roots nearly coincide: then its terms grow like t² and cancel);
@@ -27,7 +28,7 @@ eleven digits at β = 1 − 10⁻⁶. Here each piece is formed where it is accu
      ``U_t²A + 2rU_tV_tB + βV_t²S∞`` with A = ΣV_i², B = ΣV_iU_{i−1}, whose terms are all positive near
      critical damping;
   4. otherwise t·|log β| and t·|ψ| are both small, and ``S_t`` is a double series in (t log β, t²ψ²) over the
-     power sums ``Σ j^p`` (Faulhaber), or, for t ≤ 64, the sum itself.
+     power sums ``Σ j^p`` (Faulhaber), or, for t ≤ 8, the sum itself.
 
 The tests hold it at 10⁻⁹ against exact rational and 60-digit decimal recursions.
 
@@ -43,8 +44,8 @@ import numpy as np
 
 __all__ = ["heavy_ball_variance", "heavy_ball_stationary", "HeavyBallMoments"]
 
-#: Largest accepted condition (sum of absolute terms over the result) of the backward and forward forms:
-#: rounding then costs at most about 10⁴·10⁻¹⁶ relative.
+#: Largest accepted condition (sum of absolute terms over the result) of forms 1–3: rounding then costs at most
+#: about 10⁴·10⁻¹⁶ relative.
 _MAX_CONDITION = 1e4
 #: Up to this many steps form 4 adds up the terms themselves (Faulhaber's sums lose digits at small t: 1% at
 #: t = 1 for the 35th power, none measurable from t = 8).
@@ -94,7 +95,6 @@ class HeavyBallMoments:
         # (1+β−λ)² − 4β as a product, with 1 − ρ = (1 − β)/(1 + ρ): nothing cancels near critical damping
         disc = (lam - ((1 - beta) / (1 + rho)) ** 2) * (lam - (1 + rho) ** 2)
         s_inf = heavy_ball_stationary(lam, 1.0, beta)
-        self.x_inf = q * s_inf
         c_inf = a * s_inf / (1 + beta)  # E[x_t x_{t−1}]/q when stationary
         kappa = (1 - beta - lam) / (2 * sign * rho)
         c = np.log(beta)
