@@ -27,7 +27,7 @@ eleven digits at β = 1 − 10⁻⁶. Here each piece is formed where it is accu
      r^i cosh((i + ½)ψ)/cosh(ψ/2)``, ``U_{t+i} = U_tV_i + rV_tU_{i−1}``, so the tail is
      ``U_t²A + 2rU_tV_tB + βV_t²S∞`` with A = ΣV_i², B = ΣV_iU_{i−1}, whose terms are all positive near
      critical damping;
-  4. otherwise t·|log β| and t·|ψ| are both small, and ``S_t`` is a double series in (t log β, t²ψ²) over the
+  4. otherwise ``t·|log β|`` and ``t·|ψ|`` are both small, and ``S_t`` is a double series in (t log β, t²ψ²) over the
      power sums ``Σ j^p`` (Faulhaber), or, for t ≤ 8, the sum itself.
 
 The tests hold it at 10⁻⁹ against exact rational and 60-digit decimal recursions.
@@ -291,7 +291,7 @@ def _split_noise_sum(t, log_beta, psi_sq, sign):
     P = (1 − βe^{2ψ})(1 − βe^{−2ψ}) = (1 − β)² − 4β sinh²ψ and shc x = sinh(x)/x, summed from
     ``cosh²((i+½)ψ) = (1 + cosh((2i+1)ψ))/2`` and ``cosh((i+½)ψ)sinh(iψ) = (sinh((2i+½)ψ) − sinh(ψ/2))/2``, and
     ``S∞ = (1 + β)/((1 − β)P)`` (as λ(2(1 + β) − λ) = P). P has no cancellation where this form is used
-    (|ψ| ≪ 1 − β). S∞ is taken from ψ, like A and B, rather than from λ: the three must describe the same
+    (``|ψ| ≪ 1 − β``). S∞ is taken from ψ, like A and B, rather than from λ: the three must describe the same
     roots, since the form subtracts them, and ψ carries a rounding of about one unit of λ that would otherwise
     be amplified by the form's condition. Returns the value and its condition (the absolute terms over the
     result)."""
@@ -329,7 +329,7 @@ def _sinhc_sq(w):
 
 
 def _direct_noise_sum(t, log_beta, psi_sq):
-    """Form 3 for few steps: ``Σ_{j=1}^t e^{(j−1)c}·j²·sinhc²(jψ)/sinhc²(ψ)`` term by term (in chunks)."""
+    """Form 4 for few steps: ``Σ_{j=1}^t e^{(j−1)c}·j²·sinhc²(jψ)/sinhc²(ψ)`` term by term (in chunks)."""
     out = np.zeros(t.shape)
     top = int(t.max()) if t.size else 0
     norm = _sinhc_sq(psi_sq)
@@ -359,7 +359,7 @@ _SINHC_SQ = np.array([2.0 ** (2 * k + 1) / factorial(2 * k + 2) for k in range(_
 
 
 def _series_noise_sum(t, log_beta, psi_sq):
-    r"""Form 3 for many steps with small t·|c| and t·|ψ| (c = log β, z = ψ²):
+    r"""Form 4 for many steps with small ``t·|c|`` and ``t·|ψ|`` (c = log β, z = ψ²):
 
     .. math:: S_t = \frac{t^3 e^{-c}}{s(z)} \sum_{k,n} s_k (zt^2)^k \frac{(ct)^n}{n!}\,
               \frac{P_{2k+2+n}(t)}{t^{2k+3+n}},
