@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import as_real
+from ..checks import as_real, check_batch_sizes
 
 __all__ = ["fit_frontier"]
 
@@ -21,9 +21,9 @@ def fit_frontier(batch_sizes, steps) -> tuple[float, float, float]:
         >>> round(s_min, 9), round(e_min, 9), residual < 1e-12
         (50.0, 1000.0, True)
     """
-    batch, steps = as_real("batch_sizes", batch_sizes), as_real("steps", steps)
-    if batch.ndim != 1 or batch.shape != steps.shape or not np.all((batch >= 1) & np.isfinite(batch)):
-        raise ValueError(f"batch_sizes must be finite and >= 1, one per entry of steps; got {batch_sizes!r}")
+    batch, steps = check_batch_sizes(batch_sizes), as_real("steps", steps)
+    if batch.shape != steps.shape or not np.all(np.isfinite(batch)):
+        raise ValueError(f"batch_sizes must be finite, one per entry of steps; got {batch_sizes!r}")
     if np.any(np.isnan(steps) | (steps <= 0)):
         raise ValueError("steps must be > 0 (inf where the target is not reached), not NaN")
     ok = np.isfinite(steps)

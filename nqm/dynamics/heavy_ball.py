@@ -319,23 +319,14 @@ def _split_noise_sum(t, log_beta, psi_sq, sign):
     return value, np.where(ok, condition, np.inf)
 
 
-def _sinhc_sq(w):
-    """``sinh²(√w)/w`` for real w (``sin²(√−w)/(−w)`` when w < 0, 1 at 0)."""
-    root = np.sqrt(np.abs(w))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        pos = (np.sinh(root) / root) ** 2
-    neg = np.sinc(root / np.pi) ** 2
-    return np.where(w > 0, np.where(root == 0, 1.0, pos), neg)
-
-
 def _direct_noise_sum(t, log_beta, psi_sq):
     """Form 4 for few steps: ``Σ_{j=1}^t e^{(j−1)c}·j²·sinhc²(jψ)/sinhc²(ψ)`` term by term (in chunks)."""
     out = np.zeros(t.shape)
     top = int(t.max()) if t.size else 0
-    norm = _sinhc_sq(psi_sq)
+    norm = _sinhc_even(psi_sq, 1.0) ** 2
     for start in range(1, top + 1, 256):
         j = np.arange(start, min(start + 256, top + 1), dtype=np.float64)[None, :]
-        terms = np.exp((j - 1) * log_beta[:, None]) * j * j * _sinhc_sq(j * j * psi_sq[:, None]) / norm[:, None]
+        terms = np.exp((j - 1) * log_beta[:, None]) * j * j * _sinhc_even(psi_sq[:, None], j) ** 2 / norm[:, None]
         out += np.where(j <= t[:, None], terms, 0.0).sum(axis=1)
     return out
 
@@ -378,7 +369,7 @@ def _series_noise_sum(t, log_beta, psi_sq):
     ct_terms = ct[:, None] ** _SERIES_NS[: n_top + 1] / _FACTORIALS[: n_top + 1]  # (m, n): (ct)ⁿ/n!
     zt2_terms = _SINHC_SQ[: k_top + 1] * zt2[:, None] ** _SERIES_KS[: k_top + 1]  # (m, k): s_k (zt²)^k
     total = np.einsum("mk,mn,mkn->m", zt2_terms, ct_terms, p_hat[:, _SERIES_P[: k_top + 1, : n_top + 1]])
-    return t**3 * np.exp(-log_beta) * total / _sinhc_sq(psi_sq)
+    return t**3 * np.exp(-log_beta) * total / _sinhc_even(psi_sq, 1.0) ** 2
 
 
 def _order(terms):
