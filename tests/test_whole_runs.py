@@ -242,3 +242,22 @@ def test_perfect_scaling_at_small_steps(p, lam_max, b, k):
     scaled = dynamics.steps_to_target(p, k * lr, k * b, target)
     assert abs(k * scaled - base) <= 4 * k * lam_max * base + 2 * k
     assert dynamics.steps_to_target(p, k * lr, b, target) == np.inf  # the planted error is caught
+
+
+def test_tiny_curvatures_still_decay():
+    """A curvature far below float resolution of 1 still relaxes: (1 − εh)^(2t) = e^(2t·log1p(−εh)). Formed as
+    log|1 − εh| it rounds to 0, and a run whose loss lives in such directions was reported as never arriving."""
+    p = nqm.NoisyQuadratic([1e-20], c=[0.0])
+    steps = dynamics.steps_to_target(p, 1.0, 1, 0.25, init_var=1e20)  # L₀ = ½·1e-20·1e20 = 0.5
+    assert steps != np.inf
+    assert steps == pytest.approx(np.log(2.0) / 2e-20, rel=1e-12)
+    # below 2⁵² steps the first integer is exact: the root of (1 − εh)^(2t) = ½ is hundreds of steps from where
+    # Newton's tolerance (1e-11·t) leaves the continuous crossing at t ~ 3e11
+    p = nqm.NoisyQuadratic([1e-12], c=[0.0])
+    assert dynamics.steps_to_target(p, 1.0, 1, 0.25, init_var=1e12) == np.ceil(np.log(0.5) / (2 * np.log1p(-1e-12)))
+    h, counts = nqm.spectra.power_law_bins(2.0, 1e15)  # coordinates down to h = 1e-30, binned
+    runs = dynamics.optimal_steps_to_target(nqm.NoisyQuadratic(h, 0 * h), 0.01, [1.0], init_var=counts)
+    small = dynamics.optimal_steps_to_target(
+        nqm.NoisyQuadratic(h[h > 1e-12], 0 * h[h > 1e-12]), 0.01, [1.0], init_var=counts[h > 1e-12]
+    )
+    assert runs.steps[0] == small.steps[0] < np.inf  # the directions below 1e-12 cannot matter at 0.01

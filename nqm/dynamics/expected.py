@@ -54,6 +54,14 @@ def _checkpoints(steps, at) -> np.ndarray:
     return check_steps_at(steps, at)
 
 
+def log_abs_one_minus(lam):
+    """``log|1 − λ|`` elementwise, exact to rounding where λ is tiny (``log1p``: forming 1 − λ first loses
+    every digit of λ below 1e-16, and a curvature of 1e-30 would not decay at all); −inf at λ = 1."""
+    lam = np.asarray(lam, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return np.where(lam < 0.5, np.log1p(-np.minimum(lam, 0.5)), np.log(np.abs(lam - 1)))
+
+
 def sgd_variance(lam, noise_var, v0, t):
     """Closed-form ``E[θ_t²]`` of ``θ ← (1 − λ)θ − n``, ``Var n = noise_var``; broadcasts ``t`` (T, 1).
 
@@ -65,7 +73,7 @@ def sgd_variance(lam, noise_var, v0, t):
     """
     lam = np.asarray(lam, dtype=np.float64)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        log_abs_a = np.where(lam < 1, np.log1p(-np.minimum(lam, 1)), np.log(np.abs(lam - 1)))
+        log_abs_a = log_abs_one_minus(lam)
         t_log_r = np.where(t == 0, 0.0, 2.0 * t * log_abs_a)
         r_t = np.exp(t_log_r)
         one_minus_r = lam * (2.0 - lam)

@@ -23,6 +23,7 @@ from scipy.optimize import minimize
 from ..checks import check_batch_size, check_init_var
 from ..noise import injected_variance
 from ..problem import NoisyQuadratic, check_precond
+from .expected import log_abs_one_minus
 from .whole_runs import check_target, optimal_steps_to_target
 
 __all__ = [
@@ -61,7 +62,8 @@ class PiecewiseLoss:
         u = 1.0 - eps * self.kappa
         u = np.where(np.abs(u) < 1e-150, 1e-150, u)  # εκ = 1 solves that coordinate in one step
         w = 2.0 - eps * self.kappa
-        return u, 2.0 * np.log(np.abs(u)), eps * (self.noise / self.kappa) / w, w
+        ell = 2.0 * np.maximum(log_abs_one_minus(eps * self.kappa), np.log(1e-150))
+        return u, ell, eps * (self.noise / self.kappa) / w, w
 
     def loss(self, eps, n) -> float:
         v = self.v0

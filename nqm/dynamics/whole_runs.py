@@ -45,7 +45,7 @@ from ..optim import (
     stable_lr_bound,
 )
 from ..problem import NoisyQuadratic, check_precond
-from .expected import second_moments, steady_state_loss
+from .expected import log_abs_one_minus, second_moments, steady_state_loss
 from .moments import (
     EmaMoments,
     HeavyBallMoments,
@@ -111,7 +111,7 @@ class _Rows:
         # εκ = 1 exactly solves that coordinate in one step (ℓ = −∞); a tiny |u| keeps every term finite
         # and still gives e^{tℓ} = 0 for t ≥ 1.
         u = np.where(np.abs(u) < 1e-150, 1e-150, u)
-        self.ell = 2.0 * np.log(np.abs(u))
+        self.ell = 2.0 * np.maximum(log_abs_one_minus(eps_col * k), np.log(1e-150))
         self.kappa_u = (k, u)
         w = 2.0 - eps_col * k
         self.v_inf = eps_col * (loss.noise / k) / w
@@ -181,19 +181,35 @@ def _crossing_time(loss: _SGDLoss, eps, target, t_guess=None):
 
 
 def _first_integer_step(loss: _SGDLoss, eps, target, t_cont):
-    """ceil of the continuous crossing, corrected by exact integer evaluation (rounding at the boundary)."""
-    k = np.ceil(t_cont - 1e-9 * t_cont)
-    finite = np.isfinite(k)
-    k = np.where(finite, np.maximum(k, 0), 0)
+    """The first integer k with L(k) ≤ target, by integer bisection around the continuous crossing t_cont.
+
+    t_cont is accurate to ~1e-11·t (Newton's tolerance), which is hundreds of steps at t ~ 1e12: the bracket
+    [⌈t⌉ − w, ⌈t⌉ + w] with w = ⌈1e-9·t⌉ + 1 is checked by exact evaluation (widened until it holds) and halved
+    down to one step. Past 2⁵² steps integers are no longer floats, and ⌈t_cont⌉ is returned.
+    """
+    finite = np.isfinite(t_cont)
+    k = np.where(finite, np.maximum(np.ceil(t_cont), 0.0), 0.0)
+    exact = finite & (k < 2.0**52)
     rows = loss.at(eps)
-    for _ in range(3):
-        above = finite & (rows.value(k) > target)
-        k = np.where(above, k + 1, k)
-        below_prev = finite & (k > 0) & (rows.value(np.maximum(k - 1, 0)) <= target)
-        k = np.where(below_prev, k - 1, k)
-        if not (above.any() or below_prev.any()):
+    width = np.ceil(1e-9 * k) + 1
+    lo, hi = np.maximum(k - width, 0.0), k + width
+    for _ in range(60):  # widen: L(lo) > target (or lo = 0, where L(0) > target is known) and L(hi) ≤ target
+        low_bad = exact & (lo > 0) & (rows.value(lo) <= target)
+        high_bad = exact & (rows.value(hi) > target)
+        if not (low_bad.any() or high_bad.any()):
             break
-    return np.where(finite, k, np.inf)
+        lo = np.where(low_bad, np.maximum(lo - 2 * width, 0.0), lo)
+        hi = np.where(high_bad, hi + 2 * width, hi)
+        width = np.where(low_bad | high_bad, 2 * width, width)
+    while True:
+        narrowing = exact & (hi - lo > 1)
+        if not narrowing.any():
+            break
+        mid = np.floor(0.5 * (lo + hi))
+        below = rows.value(np.where(narrowing, mid, hi)) <= target
+        hi = np.where(narrowing & below, mid, hi)
+        lo = np.where(narrowing & ~below, mid, lo)
+    return np.where(exact, hi, np.where(finite, k, np.inf))
 
 
 def _monotone(loss: _SGDLoss, eps) -> np.ndarray:
@@ -316,7 +332,8 @@ def _feasible_lr(loss: _SGDLoss, target):
         w = 2.0 - eps[:, None] * loss.kappa
         f = (eps[:, None] * g_k / w) @ loss.half_h - target
         slope = (2.0 * g_k / w**2) @ loss.half_h
-        eps_new = np.where(f > 0, eps - f / slope, eps)
+        # f ≤ 0 at the edge (no noise, or too little to matter) keeps the edge; the slope is then never divided by
+        eps_new = np.where(f > 0, eps - f / np.where(f > 0, slope, 1.0), eps)
         if np.all(np.abs(eps_new - eps) <= 1e-13 * eps):
             break
         eps = eps_new
