@@ -143,6 +143,7 @@ ENTRY_POINTS = {
     "optim.ema": (lambda gamma: optim.ema(optim.sgd(0.5), gamma).gamma, {"gamma": 0.9}),
     "optim.adam": (lambda lr, beta1, eps: optim.adam(lr, beta1, eps=eps).lr, {"lr": 0.1, "beta1": 0.9, "eps": 1e-8}),
     "spectra.power_law": (lambda d, exponent: spectra.power_law(d, exponent), {"d": 8, "exponent": 1.0}),
+    "spectra.power_law_bins": (lambda exponent: spectra.power_law_bins(exponent, 1e6)[0], {"exponent": 2.0}),
     "spectra.log_uniform": (lambda d, low: spectra.log_uniform(d, low, 1.0), {"d": 8, "low": 0.01}),
     "spectra.noise_power": (lambda scale: spectra.noise_power(_ZH.h, scale), {"scale": 1.0}),
     "NoisyQuadratic.zhang2019": (lambda d: nqm.NoisyQuadratic.zhang2019(d).h, {"d": 8}),

@@ -73,3 +73,18 @@ def test_rotation_strength_is_a_geodesic():
     # R(s)R(s) = R(2s): the angles scale linearly along the path.
     half = spectra.random_rotation(6, 0.25, seed=4)
     np.testing.assert_allclose(half @ half, spectra.random_rotation(6, 0.5, seed=4), atol=1e-10)
+
+
+@pytest.mark.parametrize("power", [0.75, 1.5, 3.0])
+def test_power_law_bins_sum_like_the_full_spectrum(power):
+    """Σ n_k h_k^s over the bins equals Σ_{i ≤ d} i^(−as) within the midpoint rule's bound p(p + 1)(r − 1)²/24
+    (p = as, r the bin ratio): the relative error of one bin, and so of their sum."""
+    a, d, ratio = 1.5, 10**6, 1.02
+    h, n = spectra.power_law_bins(a, d, exact=64, ratio=ratio)
+    assert n.sum() == pytest.approx(d, rel=1e-12) and np.all(np.diff(h) < 0)
+    full = np.arange(1, d + 1, dtype=np.float64) ** (-power)
+    p = power
+    assert abs(n @ h ** (power / a) / full.sum() - 1) <= p * (p + 1) * (ratio - 1) ** 2 / 24
+    small_h, small_n = spectra.power_law_bins(a, 50)  # d within the exact head: the spectrum itself
+    np.testing.assert_array_equal(small_h, spectra.power_law(50, a))
+    np.testing.assert_array_equal(small_n, np.ones(50))
