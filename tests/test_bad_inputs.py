@@ -143,6 +143,15 @@ ENTRY_POINTS = {
     "optim.ema": (lambda gamma: optim.ema(optim.sgd(0.5), gamma).gamma, {"gamma": 0.9}),
     "optim.adam": (lambda lr, beta1, eps: optim.adam(lr, beta1, eps=eps).lr, {"lr": 0.1, "beta1": 0.9, "eps": 1e-8}),
     "spectra.power_law": (lambda d, exponent: spectra.power_law(d, exponent), {"d": 8, "exponent": 1.0}),
+    "dynamics.small_batch_examples": (
+        lambda target: dynamics.small_batch_examples(_ZH, target).examples,
+        {"target": 0.01},
+    ),
+    "dynamics.large_batch_steps": (lambda target: dynamics.large_batch_steps(_ZH, target), {"target": 0.01}),
+    "dynamics.scaling_exponents": (
+        lambda exponent: dynamics.scaling_exponents(exponent, 1.0).alpha_b,
+        {"exponent": 2.0},
+    ),
     "spectra.power_law_bins": (lambda exponent: spectra.power_law_bins(exponent, 1e6)[0], {"exponent": 2.0}),
     "spectra.log_uniform": (lambda d, low: spectra.log_uniform(d, low, 1.0), {"d": 8, "low": 0.01}),
     "spectra.noise_power": (lambda scale: spectra.noise_power(_ZH.h, scale), {"scale": 1.0}),

@@ -9,12 +9,23 @@ The public face of the package; the pieces live behind it:
 * :mod:`.schedules` — the greedy schedule, optimal piecewise-constant schedules, McCandlish et al.'s adaptive
   batch size;
 * :mod:`.frontier` — the steps/examples frontier S = S_min + E_min/B fitted to optimal runs;
-* :mod:`.critical` — the critical batch size by each of its definitions, on the same optimal runs.
+* :mod:`.critical` — the critical batch size by each of its definitions, on the same optimal runs;
+* :mod:`.critical_scaling` — its two limits (S_min as B → ∞, E_min as B → 0) and how B_crit grows as the target
+  falls, with the exponent α_B derived for power-law problems.
 
 References: Zhang et al. 2019 (arXiv:1907.04164); McCandlish et al. 2018 (arXiv:1812.06162).
 """
 
 from .critical import CriticalBatchSizes, critical_batch_sizes, linear_scaling_limit
+from .critical_scaling import (
+    CriticalScaling,
+    ScalingExponents,
+    SmallBatchLimit,
+    critical_batch_scaling,
+    large_batch_steps,
+    scaling_exponents,
+    small_batch_examples,
+)
 from .expected import coordinate_variance, expected_loss, noise_scales_along, sgd_variance, steady_state_loss
 from .frontier import fit_frontier
 from .schedules import (
@@ -30,6 +41,13 @@ __all__ = [
     "critical_batch_sizes",
     "CriticalBatchSizes",
     "linear_scaling_limit",
+    "large_batch_steps",
+    "small_batch_examples",
+    "SmallBatchLimit",
+    "scaling_exponents",
+    "ScalingExponents",
+    "critical_batch_scaling",
+    "CriticalScaling",
     "expected_loss",
     "steady_state_loss",
     "sgd_variance",
