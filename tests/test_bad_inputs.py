@@ -152,6 +152,14 @@ ENTRY_POINTS = {
         lambda exponent: dynamics.scaling_exponents(exponent, 1.0).alpha_b,
         {"exponent": 2.0},
     ),
+    "dynamics.staged_run": (
+        lambda lr, batch_size, steps: dynamics.staged_run(_ZH, [lr], [batch_size], [steps], target=0.5).loss,
+        {"lr": 0.5, "batch_size": 4, "steps": 5},
+    ),
+    "dynamics.smith_equivalence": (
+        lambda lr, batch_size, factor: dynamics.smith_equivalence(_ZH, lr, batch_size, factor, [4, 4]).gap,
+        {"lr": 0.5, "batch_size": 4, "factor": 2.0},
+    ),
     "spectra.power_law_bins": (lambda exponent: spectra.power_law_bins(exponent, 1e6)[0], {"exponent": 2.0}),
     "spectra.log_uniform": (lambda d, low: spectra.log_uniform(d, low, 1.0), {"d": 8, "low": 0.01}),
     "spectra.noise_power": (lambda scale: spectra.noise_power(_ZH.h, scale), {"scale": 1.0}),
@@ -171,6 +179,7 @@ _BAD_FOR = {
     "beta1": _BAD_REAL + [-0.1, 1.0],
     "eps": _BAD_REAL + [-1.0],
     "exponent": _BAD_REAL,
+    "factor": _BAD_REAL + [0.5],
     "low": _BAD_POSITIVE,
     "scale": _BAD_REAL + [-1.0],
 }
@@ -224,6 +233,7 @@ _OUT_OF_RANGE = {
     "beta1": st.one_of(_NEGATIVE, st.floats(min_value=1.0, allow_nan=False, allow_infinity=False)),
     "eps": _NEGATIVE,
     "exponent": st.nothing(),
+    "factor": st.floats(max_value=1.0, exclude_max=True, allow_nan=False, allow_infinity=False),
     "low": st.one_of(_NEGATIVE, st.just(0.0)),
     "scale": _NEGATIVE,
 }

@@ -8,6 +8,8 @@ The public face of the package; the pieces live behind it:
 * :mod:`.whole_runs` — exact steps to a target loss, and the hyper-parameters that minimise them;
 * :mod:`.schedules` — the greedy schedule, optimal piecewise-constant schedules, McCandlish et al.'s adaptive
   batch size;
+* :mod:`.ramps` — SGD in stages of constant step and batch size, exactly, and Smith et al.'s equivalence of
+  decaying the step and growing the batch;
 * :mod:`.frontier` — the steps/examples frontier S = S_min + E_min/B fitted to optimal runs;
 * :mod:`.critical` — the critical batch size by each of its definitions, on the same optimal runs;
 * :mod:`.critical_scaling` — its two limits (S_min as B → ∞, E_min as B → 0) and how B_crit grows as the target
@@ -28,6 +30,7 @@ from .critical_scaling import (
 )
 from .expected import coordinate_variance, expected_loss, noise_scales_along, sgd_variance, steady_state_loss
 from .frontier import fit_frontier
+from .ramps import SmithEquivalence, StagedRun, smith_equivalence, staged_run
 from .schedules import (
     GreedyRun,
     PiecewiseSchedule,
@@ -62,4 +65,8 @@ __all__ = [
     "optimal_piecewise_schedule",
     "PiecewiseSchedule",
     "adaptive_batch_schedule",
+    "staged_run",
+    "StagedRun",
+    "smith_equivalence",
+    "SmithEquivalence",
 ]
