@@ -101,6 +101,7 @@ def test_real_batch_sizes_stay_exact_for_gaussian_noise():
 # complex numbers, strings and None. The good call itself must give a finite result.
 
 _ZH = nqm.NoisyQuadratic.zhang2019(8)
+_L0 = 0.5 * float(_ZH.h.sum())
 _THETA = np.linspace(1.0, 0.1, 8)
 _BAD_REAL = [float("nan"), float("inf"), -float("inf"), 1 + 1j, "0.5", None]
 _BAD_POSITIVE = _BAD_REAL + [0.0, -1.0]
@@ -160,6 +161,20 @@ ENTRY_POINTS = {
         lambda lr, batch_size, factor: dynamics.smith_equivalence(_ZH, lr, batch_size, factor, [4, 4]).gap,
         {"lr": 0.5, "batch_size": 4, "factor": 2.0},
     ),
+    "dynamics.local_critical_batch": (
+        lambda batch_size, tolerance: (
+            dynamics.local_critical_batch(_ZH, batch_size, [0.5 * _L0, 0.2 * _L0], tolerance=tolerance).critical
+        ),
+        {"batch_size": 2, "tolerance": 0.2},
+    ),
+    "dynamics.constant_batch_at_steps": (
+        lambda target: dynamics.constant_batch_at_steps(_ZH, 50, target).examples,
+        {"target": 0.5},
+    ),
+    "dynamics.milestone_ramp": (
+        lambda batch_size, target: dynamics.milestone_ramp(_ZH, [0.5 * _L0], [batch_size] * 2, target).examples,
+        {"batch_size": 4, "target": 0.2 * _L0},
+    ),
     "spectra.power_law_bins": (lambda exponent: spectra.power_law_bins(exponent, 1e6)[0], {"exponent": 2.0}),
     "spectra.log_uniform": (lambda d, low: spectra.log_uniform(d, low, 1.0), {"d": 8, "low": 0.01}),
     "spectra.noise_power": (lambda scale: spectra.noise_power(_ZH.h, scale), {"scale": 1.0}),
@@ -180,6 +195,7 @@ _BAD_FOR = {
     "eps": _BAD_REAL + [-1.0],
     "exponent": _BAD_REAL,
     "factor": _BAD_REAL + [0.5],
+    "tolerance": _BAD_POSITIVE,
     "low": _BAD_POSITIVE,
     "scale": _BAD_REAL + [-1.0],
 }
@@ -233,6 +249,7 @@ _OUT_OF_RANGE = {
     "beta1": st.one_of(_NEGATIVE, st.floats(min_value=1.0, allow_nan=False, allow_infinity=False)),
     "eps": _NEGATIVE,
     "exponent": st.nothing(),
+    "tolerance": st.one_of(_NEGATIVE, st.just(0.0)),
     "factor": st.floats(max_value=1.0, exclude_max=True, allow_nan=False, allow_infinity=False),
     "low": st.one_of(_NEGATIVE, st.just(0.0)),
     "scale": _NEGATIVE,

@@ -8,8 +8,10 @@ The public face of the package; the pieces live behind it:
 * :mod:`.whole_runs` — exact steps to a target loss, and the hyper-parameters that minimise them;
 * :mod:`.schedules` — the greedy schedule, optimal piecewise-constant schedules, McCandlish et al.'s adaptive
   batch size;
-* :mod:`.ramps` — SGD in stages of constant step and batch size, exactly, and Smith et al.'s equivalence of
-  decaying the step and growing the batch;
+* :mod:`.greedy` — the greedy step on exact second moments, for many runs at once;
+* :mod:`.local_critical` — Merrill et al.'s local critical batch along a run, by exact branches;
+* :mod:`.ramps` — SGD in stages of constant step and batch size, exactly; Smith et al.'s equivalence of
+  decaying the step and growing the batch; batch ramps in loss milestones against the constant batch;
 * :mod:`.frontier` — the steps/examples frontier S = S_min + E_min/B fitted to optimal runs;
 * :mod:`.critical` — the critical batch size by each of its definitions, on the same optimal runs;
 * :mod:`.critical_scaling` — its two limits (S_min as B → ∞, E_min as B → 0) and how B_crit grows as the target
@@ -30,11 +32,22 @@ from .critical_scaling import (
 )
 from .expected import coordinate_variance, expected_loss, noise_scales_along, sgd_variance, steady_state_loss
 from .frontier import fit_frontier
-from .ramps import SmithEquivalence, StagedRun, smith_equivalence, staged_run
+from .local_critical import LocalCriticalBatch, local_critical_batch
+from .ramps import (
+    ConstantMatch,
+    SmithEquivalence,
+    StagedRun,
+    constant_batch_at_steps,
+    doubling_batches,
+    milestone_ramp,
+    smith_equivalence,
+    staged_run,
+)
 from .schedules import (
     GreedyRun,
     PiecewiseSchedule,
     adaptive_batch_schedule,
+    greedy_ramp,
     greedy_schedule,
     optimal_piecewise_schedule,
 )
@@ -69,4 +82,11 @@ __all__ = [
     "StagedRun",
     "smith_equivalence",
     "SmithEquivalence",
+    "greedy_ramp",
+    "milestone_ramp",
+    "doubling_batches",
+    "constant_batch_at_steps",
+    "ConstantMatch",
+    "local_critical_batch",
+    "LocalCriticalBatch",
 ]

@@ -46,9 +46,21 @@ from ..noise import injected_variance
 from ..optim import sgd
 from ..problem import NoisyQuadratic, check_precond
 from .expected import sgd_variance
+from .greedy import GreedySteps
+from .local_critical import LocalCriticalBatch
+from .schedules import GreedyRun, greedy_ramp
 from .whole_runs import check_target, steps_to_target
 
-__all__ = ["StagedRun", "staged_run", "SmithEquivalence", "smith_equivalence"]
+__all__ = [
+    "StagedRun",
+    "staged_run",
+    "SmithEquivalence",
+    "smith_equivalence",
+    "milestone_ramp",
+    "doubling_batches",
+    "ConstantMatch",
+    "constant_batch_at_steps",
+]
 
 
 @dataclass(frozen=True)
@@ -213,3 +225,98 @@ def smith_equivalence(
     limit, first_decay = _first_order(p, pre, v0, eps0, gamma, tau, r)
     _, first_growth = _first_order(p, pre, v0, eps0, gamma, tau, np.ones(n.size))
     return SmithEquivalence(decay, growth, limit, first_decay, first_growth, float(eps0 * (pre * p.h).max()))
+
+
+# -- batch ramps in loss milestones, against the constant batch ------------------------------------------------
+
+
+def milestone_ramp(
+    p: NoisyQuadratic, milestones, batch_sizes, target, *, init_var=1.0, precond=None, max_steps: int = 10**7
+) -> GreedyRun:
+    """Greedy steps at ``batch_sizes[0]`` until E[L] first reaches ``milestones[0]``, then at ``batch_sizes[1]``
+    until it reaches ``milestones[1]``, and so on (``batch_sizes`` has one more entry than the decreasing
+    ``milestones``), to ``target``.
+
+    A batch-size warmup in the loss rather than in steps: Merrill et al. 2025 (arXiv:2505.23971) grow the batch
+    at the points where the local critical batch has grown (:func:`doubling_batches`). The step is the greedy one
+    for the current batch (:func:`~nqm.dynamics.greedy_ramp`). Once a milestone is reached the run keeps its
+    batch, even if the loss rises again.
+    """
+    goals = np.asarray([check_target(m) for m in np.atleast_1d(milestones)])
+    batches = np.atleast_1d(check_batch_size(batch_sizes))
+    if goals.ndim != 1 or np.any(np.diff(goals) >= 0) or batches.shape != (goals.size + 1,):
+        raise ValueError(
+            f"milestones must decrease and batch_sizes have one more entry, got {goals.size} milestones and "
+            f"{batches.size} batch sizes"
+        )
+    reached = [0]  # milestones reached so far: the rule sees the losses in order
+
+    def rule(b_noise, loss):
+        while reached[0] < goals.size and loss <= goals[reached[0]]:
+            reached[0] += 1
+        return batches[reached[0]]
+
+    return greedy_ramp(p, rule, target, init_var=init_var, precond=precond, max_steps=max_steps)
+
+
+def doubling_batches(local: LocalCriticalBatch) -> np.ndarray:
+    """Merrill et al. 2025's batch-size warmup on a measured local critical batch: the batch before the first
+    checkpoint and after each, B₀·2^k with k the largest such that B₀·2^k ≤ the local critical batch there (the
+    grid's largest batch where every branch stayed within the tolerance), and never smaller than before (for
+    :func:`milestone_ramp` with ``local.milestones[:-1]``)."""
+    ratio = np.minimum(local.critical, local.batch_sizes.max()) / local.small_batch  # inf: the whole grid
+    doublings = np.maximum.accumulate(np.floor(np.log2(np.maximum(ratio, 1.0))))
+    return local.small_batch * 2.0 ** np.concatenate([[0.0], doublings])
+
+
+@dataclass(frozen=True)
+class ConstantMatch:
+    """A constant batch size matched to a run: its batch size, and the steps and examples its greedy run takes to
+    the target."""
+
+    batch_size: float
+    steps: float
+    examples: float
+
+
+def _first_batch_where(ok, lo: float, hi: float, rtol: float = 1e-9):
+    """The smallest B in (lo, hi] with ok(B), for ok monotone (False at lo, True at hi), on grids of 33 at once."""
+    while hi / lo - 1 > rtol:
+        grid = np.geomspace(lo, hi, 33)
+        k = int(np.argmax(ok(grid)))  # the first True; the last point is True
+        lo, hi = grid[max(k - 1, 0)], grid[k]
+        if k == 0:
+            break
+    return hi
+
+
+def constant_batch_at_steps(
+    p: NoisyQuadratic, steps, target, *, init_var=1.0, precond=None, max_steps: int = 10**7
+) -> ConstantMatch:
+    """The smallest constant batch size whose greedy run reaches ``target`` within ``steps`` steps (to a relative
+    1e-9 in B), with the examples that run uses: what a constant batch must spend to be as fast as a ramp.
+
+    The steps S(B) of the greedy run fall as B grows (less noise in every step), so the batch is found by
+    narrowing a bracket on grids of 33 batch sizes. Raises ValueError when even the noise-free run (B = ∞) needs
+    more steps.
+    """
+    goal = check_target(target)
+    want = check_real("steps", steps, low=0.0)
+    greedy = GreedySteps(p, precond)
+    v0 = check_init_var(init_var, p.d)[None, :]
+
+    def steps_at(batch):  # a run is cut off after `want` steps: only whether it gets there in time matters
+        batch = np.atleast_1d(np.asarray(batch, dtype=np.float64))
+        return greedy.run_to(np.repeat(v0, batch.size, axis=0), batch, goal, min(want, max_steps))[0]
+
+    if steps_at(np.inf)[0] > want:
+        raise ValueError(f"no batch size reaches the target within {want!r} steps (not even B = inf)")
+    if steps_at(1.0)[0] <= want:
+        b = 1.0
+    else:
+        hi = 2.0
+        while steps_at(hi)[0] > want:
+            hi *= 2.0
+        b = _first_batch_where(lambda grid: steps_at(grid) <= want, hi / 2.0, hi)
+    s = float(greedy.run_to(v0, np.array([b]), goal, max_steps)[0][0])
+    return ConstantMatch(float(b), s, b * s)

@@ -24,12 +24,14 @@ from ..checks import check_batch_size, check_init_var
 from ..noise import injected_variance
 from ..problem import NoisyQuadratic, check_precond
 from .expected import log_abs_one_minus
+from .greedy import GreedySteps
 from .whole_runs import check_target, optimal_steps_to_target
 
 __all__ = [
     "GreedyRun",
     "greedy_schedule",
     "adaptive_batch_schedule",
+    "greedy_ramp",
     "PiecewiseSchedule",
     "optimal_piecewise_schedule",
 ]
@@ -188,30 +190,23 @@ class GreedyRun:
 
 
 def _greedy(p, batch_rule, steps, init_var, precond, target) -> GreedyRun:
-    """Greedy steps with B_t = batch_rule(b_noise_t), where b_noise_t = tr(P²HΣ)/tr(P²H³M_t)."""
+    """Greedy steps with B_t = batch_rule(b_noise_t, loss_t): B_noise = tr(P²HΣ)/tr(P²H³M_t) and E[L_t] now."""
     if steps is None and target is None:
         raise ValueError("give steps, or target (with steps as an optional cap)")
     if target is not None:
         target = check_target(target)
-    pre = check_precond(p, precond)
+    greedy = GreedySteps(p, precond)
     cap = int(steps) if steps is not None else 10**7
-    v = np.array(check_init_var(init_var, p.d), dtype=np.float64)
-    ph = pre * p.h
-    grad_w = pre * p.h**2  # tr(PH²M) = Σ p h² V
-    curv_w = pre**2 * p.h**3  # tr(P²H³M) = Σ p² h³ V
-    noise = float((pre**2 * p.h) @ p.c)  # tr(P²HΣ)
-    injected = injected_variance(p, 1.0, pre)  # per unit batch: divided by B_t below
-    lrs, batches, losses = [], [], [0.5 * p.h @ v]
+    v = np.array(check_init_var(init_var, p.d), dtype=np.float64)[None, :]
+    lrs, batches, losses = [], [], [float(greedy.loss(v)[0])]
     for _ in range(cap):
         if target is not None and losses[-1] <= target:
             break
-        curvature = curv_w @ v
-        b = batch_rule(noise / curvature)
-        eps = (grad_w @ v) / (curvature + noise / b)
-        v = (1 - eps * ph) ** 2 * v + eps**2 * injected / b
-        lrs.append(eps)
+        b = float(batch_rule(float(greedy.b_noise(v)[0]), losses[-1]))
+        v, eps, _ = greedy.step(v, np.array([b]))
+        lrs.append(float(eps[0]))
         batches.append(b)
-        losses.append(0.5 * p.h @ v)
+        losses.append(float(greedy.loss(v)[0]))
     reached = target is None or losses[-1] <= target
     n = len(lrs) if reached else float("inf")
     return GreedyRun(np.array(lrs), np.array(losses), n, np.array(batches), float(np.sum(batches)) if reached else n)
@@ -230,7 +225,27 @@ def greedy_schedule(
     (then ``steps`` caps the run; inf steps when the cap is reached first).
     """
     b = float(check_batch_size(batch_size))
-    return _greedy(p, lambda _: b, steps, init_var, precond, target)
+    return _greedy(p, lambda b_noise, loss: b, steps, init_var, precond, target)
+
+
+def greedy_ramp(
+    p: NoisyQuadratic, batch_rule, target, *, init_var=1.0, precond=None, max_steps: int = 10**7
+) -> GreedyRun:
+    """Greedy steps with the batch size chosen before every step by ``batch_rule(b_noise, loss)``, to ``target``.
+
+    ``b_noise`` is B_noise = tr(P²HΣ)/tr(P²H³M_t) of the current second moments and ``loss`` the current E[L];
+    the rule returns a batch size ≥ 1 and the step is the greedy one for it (:func:`greedy_schedule`). A rule of
+    the loss alone is a batch ramp in loss milestones (:func:`nqm.dynamics.milestone_ramp`); App. D's rule of
+    B_noise alone is :func:`adaptive_batch_schedule`. Inf steps when ``max_steps`` comes first.
+    """
+    if not callable(batch_rule):
+        raise TypeError(f"batch_rule must be a callable (b_noise, loss) -> batch size, got {batch_rule!r}")
+    target = check_target(target)
+
+    def checked_rule(b_noise, loss):
+        return float(check_batch_size(batch_rule(b_noise, loss)))
+
+    return _greedy(p, checked_rule, max_steps, init_var, precond, target)
 
 
 def adaptive_batch_schedule(
@@ -247,4 +262,4 @@ def adaptive_batch_schedule(
     r = float(exchange_rate)
     if not np.isfinite(r) or r <= 0:
         raise ValueError(f"exchange_rate must be finite and > 0, got {exchange_rate!r}")
-    return _greedy(p, lambda b_noise: max(1.0, np.sqrt(r * b_noise)), max_steps, init_var, precond, target)
+    return _greedy(p, lambda b_noise, loss: max(1.0, np.sqrt(r * b_noise)), max_steps, init_var, precond, target)
