@@ -186,6 +186,59 @@ def sign_surge(d: int = 100, seed: int = 0, target: float = 0.01, problem: Noisy
     return fig
 
 
+def critical_batch(
+    d: int = 1000, seed: int = 0, target: float = 0.01, problem: NoisyQuadratic | None = None, init_var=1.0
+):
+    """Each definition of the critical batch size against the target loss (exact optimal SGD runs): McCandlish's
+    E_min/S_min, Zhang et al. 2024's 20% rule, the frontier's two limits, and B_noise at θ₀, at the target and
+    averaged over the run."""
+    p = _problem(d, problem)
+    _check_target(p, target, init_var, largest=10 * target)
+    targets = target * np.geomspace(10, 0.1, 7)
+    rows = [dynamics.critical_batch_sizes(p, t, init_var=init_var) for t in targets]
+    limits = [
+        dynamics.small_batch_examples(p, t, init_var=init_var).examples
+        / dynamics.large_batch_steps(p, t, init_var=init_var)
+        for t in targets
+    ]
+    curves = {
+        "E_min/S_min (fitted frontier)": [r.mccandlish for r in rows],
+        "E_min/S_min (the two limits)": limits,
+        "B_20% (Zhang et al. 2024)": [r.linear_scaling for r in rows],
+        "B_noise at the target": [r.b_noise_end for r in rows],
+        "B_noise, run average": [r.b_noise_mean for r in rows],
+        "B_noise at θ₀": [r.b_noise_start for r in rows],
+    }
+    fig, (ax,) = plots.new_axes(1, width=6.6)
+    plots.critical_batch_vs_target(targets, curves, ax=ax)
+    ax.set_title(f"the critical batch size against the target ({p.name})", fontsize=9)
+    return fig
+
+
+def ramps(d: int = 1000, seed: int = 0, target: float = 0.01, problem: NoisyQuadratic | None = None, init_var=1.0):
+    """Merrill et al.'s local critical batch along a B = 64 greedy run (exact branches, τ = 0.2) beside B_noise,
+    and the batch ramps that follow it: doubling at it, and a geometric ramp to the same final batch."""
+    p = _problem(d, problem)
+    _check_target(p, target, init_var)
+    loss0 = 0.5 * float(np.sum(p.h * init_var))
+    local = dynamics.local_critical_batch(p, 64, np.geomspace(0.5 * loss0, target, 8), init_var=init_var)
+    doubling = dynamics.doubling_batches(local)
+    k = local.critical.size
+    geometric = 64 * (doubling[-1] / 64) ** (np.arange(k + 1) / k)
+    fig, (ax,) = plots.new_axes(1, width=6.6)
+    plots.local_critical_batch(
+        local.milestones[:-1],
+        local.critical,
+        local.b_noise,
+        local.one_step,
+        {"doubling ramp (Merrill)": doubling, "geometric ramp": geometric},
+        final_loss=local.milestones[-1],
+        ax=ax,
+    )
+    ax.set_title(f"local critical batch and batch ramps (B₀ = 64, {p.name})", fontsize=9)
+    return fig
+
+
 FIGURES = {
     "laws": laws,
     "parabolas": parabolas,
@@ -194,6 +247,8 @@ FIGURES = {
     "noise-scale": noise_scale,
     "simulation": simulation,
     "sign-surge": sign_surge,
+    "critical-batch": critical_batch,
+    "ramps": ramps,
 }
 """The gallery's figures by name (``nqm plot NAME``): each draws one figure and returns it."""
 

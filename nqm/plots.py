@@ -216,3 +216,33 @@ def noise_scale_over_training(steps, b_noise, b_simple, points=(), *, ax=None):
     ax.plot(steps, b_simple, label="B_simple", **_line(1))
     _points(ax, points)
     return _finish(ax, "step t", "noise scale", "the noise scale over training", "symlog", "log")
+
+
+def critical_batch_vs_target(targets, curves, *, ax=None):
+    """Each definition of the critical batch size (``curves``: label → values per target) against the target
+    loss, the target falling to the right."""
+    ax = _axes(ax)
+    for i, (label, values) in enumerate(curves.items()):
+        ax.plot(targets, values, marker=_MARKERS[i % len(_MARKERS)], ms=3.5, mfc="none", label=label, **_line(i))
+    _finish(ax, "target loss", "batch size", "the critical batch size by each definition", "log", "log", "outside")
+    ax.invert_xaxis()
+    return ax
+
+
+def local_critical_batch(losses, critical, b_noise, one_step, ramps=None, *, final_loss=None, ax=None):
+    """Merrill et al.'s local critical batch at checkpoint ``losses`` beside B_noise and the one-step law, with
+    batch ramps (``ramps``: label → batch per segment, one more than the checkpoints, ending at ``final_loss``)
+    drawn as steps; the loss falls to the right."""
+    ax = _axes(ax)
+    ax.plot(losses, critical, marker="o", ms=4, label="local critical batch (exact branches)", **_line(0))
+    ax.plot(losses, b_noise, marker="s", ms=3, label="B_noise at the checkpoint", **_line(1))
+    ax.plot(losses, one_step, label="τ·B_noise + (1 + τ)B₀", **_line(2))
+    start = losses[0] * (losses[0] / losses[1])  # the segment before the first checkpoint, drawn one step wide
+    for i, (label, batches) in enumerate((ramps or {}).items()):
+        edges = np.concatenate([[start], losses])
+        ax.step(edges, batches[: edges.size], where="post", label=label, **{**_line(3 + i), "lw": 1.0})
+        if final_loss is not None:
+            ax.plot([losses[-1], final_loss], [batches[-1]] * 2, **{**_line(3 + i), "lw": 1.0})
+    _finish(ax, "loss", "batch size", "the local critical batch along a run", "log", "log", "outside")
+    ax.invert_xaxis()
+    return ax

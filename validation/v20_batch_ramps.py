@@ -176,19 +176,17 @@ def _changes(batches) -> list:
 
 
 def _figure(local, growing, loss0, out_dir) -> str:
-    fig, (ax,) = plots.new_axes(1, width=5.5)
-    x = local.milestones[:-1] / loss0
-    ax.plot(x, local.critical, "o-", color="0.0", label="local critical batch (exact branches)")
-    ax.plot(x, local.b_noise, "s--", color="0.45", markersize=3, label="B_noise at the checkpoint")
-    ax.plot(x, local.one_step, ":", color="0.0", label="τ·B_noise + (1 + τ)B₀")
-    for (name, (batches, _)), (colour, dash) in zip(growing.items(), [*plots.LINES[3:], ("0.6", (0, (1, 1)))]):
-        if batches is not None:
-            edges = np.concatenate([[1.0], x, [local.milestones[-1] / loss0]])
-            ax.step(edges[:-1], batches, where="post", color=colour, linestyle=dash, linewidth=1, label=name)
-    ax.set(xscale="log", yscale="log", xlabel="loss / L₀", ylabel="batch size")
-    ax.invert_xaxis()
-    ax.set_title("local critical batch along the run, and ramps that follow it", fontsize=9)
-    ax.legend(fontsize=6)
+    fig, (ax,) = plots.new_axes(1, width=6.6)
+    plots.local_critical_batch(
+        local.milestones[:-1] / loss0,
+        local.critical,
+        local.b_noise,
+        local.one_step,
+        {name: batches for name, (batches, _) in growing.items() if batches is not None},
+        final_loss=local.milestones[-1] / loss0,
+        ax=ax,
+    )
+    ax.set_xlabel("loss / L₀")
     plots.save(fig, out_dir / FIGURE)
     return FIGURE
 
