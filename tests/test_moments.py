@@ -228,3 +228,24 @@ def test_expected_loss_of_nesterov_and_its_ema_equal_the_powered_map():
     np.testing.assert_allclose(got, ref, rtol=1e-10)
     tiny = nqm.dynamics.expected_loss(p, optim.ema(opt, 1e-12), 4, 900, at=at)
     np.testing.assert_allclose(tiny, ref, rtol=1e-8)
+
+
+@pytest.mark.parametrize("beta", [0.3, 0.9, 0.999, 1 - 1e-6])
+def test_heavy_ball_lower_bound_holds_at_every_step_and_is_tight_on_one_step(beta):
+    """HeavyBallMoments.lower_bound(first, last) ≤ E[x_t²] (as ``at`` computes it, which the tuner's scan
+    compares with the target) at every integer t in the interval, for over-, under- and critically damped
+    coordinates, and equals it (to its 1e-9 shrink) when first = last. Taking the decay at ``first`` rather than
+    ``last``, or dropping a zero of the cosine, breaks the first property."""
+    rng = np.random.default_rng(int(beta * 1e6))
+    from nqm.dynamics.heavy_ball import HeavyBallMoments
+
+    critical = ((1 - beta) / (1 + np.sqrt(beta))) ** 2  # λ at critical damping
+    lam = np.concatenate([np.geomspace(1e-6, 2 * (1 + beta) * 0.999, 40), [critical]])
+    q, v0 = rng.uniform(0, 1e-3, lam.size), rng.uniform(0.1, 2, lam.size)
+    moments = HeavyBallMoments(lam, q, v0, beta)
+    values = moments.at(np.arange(3000.0)[:, None])
+    for first, last in [(0, 2999), (0, 50), (7, 300), (1000, 1400), (2500, 2999), (40, 41)]:
+        bound = moments.lower_bound(first, last)
+        assert np.all(bound <= values[first : last + 1].min(axis=0) * (1 + 1e-9) + 1e-300)
+    for t in (0, 5, 123, 2999):
+        np.testing.assert_allclose(moments.lower_bound(t, t), moments.at(t), rtol=1e-8)

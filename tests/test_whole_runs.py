@@ -261,3 +261,26 @@ def test_tiny_curvatures_still_decay():
         nqm.NoisyQuadratic(h[h > 1e-12], 0 * h[h > 1e-12]), 0.01, [1.0], init_var=counts[h > 1e-12]
     )
     assert runs.steps[0] == small.steps[0] < np.inf  # the directions below 1e-12 cannot matter at 0.01
+
+
+@pytest.mark.parametrize("beta", [0.9, 0.95, 0.999])
+def test_the_pruned_scan_finds_the_first_of_many_hits(beta):
+    """The tuner's exact scan of heavy-ball runs (branch and bound on a lower bound of E[L_t], leaves evaluated
+    step by step) returns the first t with E[L_t] ≤ target where the loss oscillates and crosses the target many
+    times, as a plain evaluation of every step does; targets are taken from the curve itself, so hits sit at
+    leaf edges and in every part of the run."""
+    from nqm.dynamics.heavy_ball import HeavyBallMoments
+    from nqm.dynamics.whole_runs import _first_hit_pruned
+
+    p = nqm.NoisyQuadratic.zhang2019(60)
+    lam = 0.95 * optim.stable_lr_bound("heavy_ball", beta) * p.h / p.h.max()  # the top coordinates ring
+    moments = HeavyBallMoments(lam, 1e-4 * lam**2 * p.c, np.ones(p.d), beta)
+    until = 6000
+    losses = moments.at(np.arange(until, dtype=np.float64)[:, None]) @ (0.5 * p.h)
+    stretches = []  # separate runs of steps below each target: the loss comes back above it in between
+    for target in np.quantile(losses, [0.02, 0.1, 0.3, 0.5]).tolist() + [losses[256], losses[511], losses.min()]:
+        below = losses <= target
+        assert _first_hit_pruned(moments, 0.5 * p.h, target, until) == int(np.argmax(below))
+        stretches.append(int(below[0]) + np.sum(np.diff(below.astype(int)) == 1))
+    assert max(stretches) >= 3
+    assert _first_hit_pruned(moments, 0.5 * p.h, 0.5 * losses.min(), until) == until

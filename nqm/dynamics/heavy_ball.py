@@ -133,6 +133,12 @@ class HeavyBallMoments:
 
     def at(self, t):
         """E[x_t²] at integer ``t`` broadcasting against the coordinates' shape."""
+        w_sq, noise = self.parts(t)
+        q = np.broadcast_to(self.q, w_sq.shape)
+        return np.broadcast_to(self.v0, w_sq.shape) * w_sq + np.where(q == 0, 0.0, q * noise)
+
+    def parts(self, t):
+        """(W_t², S_t) at integer ``t`` broadcasting against the coordinates' shape: E[x_t²] = V₀W_t² + qS_t."""
         t = np.asarray(t, dtype=np.float64)
         shape = np.broadcast_shapes(t.shape, self.shape)
         coordinates = shape[len(shape) - len(self.shape) :]
@@ -149,10 +155,41 @@ class HeavyBallMoments:
                 noise[bad] = _near_critical_noise_sum(
                     tt[bad], *_per_coordinate(self.near_critical, coordinates)[:, columns]
                 )
-            noise = np.where(tt == 0, 0.0, noise).reshape(shape)
-            w_sq = w_sq.reshape(shape)
-            q = np.broadcast_to(self.q, shape)
-            return np.broadcast_to(self.v0, shape) * w_sq + np.where(q == 0, 0.0, q * noise)
+            return w_sq.reshape(shape), np.where(tt == 0, 0.0, noise).reshape(shape)
+
+    def lower_bound(self, first: float, last: float) -> np.ndarray:
+        r"""Per coordinate, a lower bound of E[x_t²] over the integers t in [first, last] (first ≤ last).
+
+        S_t is a sum of non-negative terms, so it is at least S_first. W_t² is bounded below by its envelope:
+        overdamped, :math:`W_t = (\sigma\rho)^t e^{t\psi}\,g(a_t)` with g linear in
+        :math:`a_t = 1 - e^{-2t\psi}`, which rises with t, so |g| is smallest at an end unless g changes sign;
+        underdamped, :math:`W_t = \rho^t A\cos(t\phi - \delta)`, smallest at an end of the phase interval
+        unless that contains a zero of the cosine; at critical damping :math:`W_t = \rho^t(1 + \kappa t)`. The
+        decay factor is taken at ``last``. The result is shrunk by 1e-9 relative, far more than the rounding of
+        the forms, so that it stays below the value :meth:`at` computes.
+        """
+        w_first, noise = self.parts(first)
+        w_min = np.zeros(self.shape)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            h, c, kw = self.overdamped[0], self.overdamped[1], self.overdamped[10]
+            g_first = 1 + (kw - 0.5) * -np.expm1(-first * h)
+            g_last = 1 + (kw - 0.5) * -np.expm1(-last * h)
+            over = np.where(g_first * g_last > 0, np.exp(last * (c + h)) * np.minimum(g_first**2, g_last**2), 0.0)
+            phi, c_u, kappa_r, critical = (self.underdamped[i] for i in (0, 1, 6, 7))
+            delta = np.arctan2(kappa_r, 1.0)
+            lo, hi = first * phi - delta, last * phi - delta
+            zero_inside = np.floor((hi - 0.5 * np.pi) / np.pi) >= np.ceil((lo - 0.5 * np.pi) / np.pi)
+            ends = np.minimum(np.cos(lo) ** 2, np.cos(hi) ** 2) * (1 + kappa_r**2)
+            under = np.where(zero_inside, 0.0, np.exp(last * c_u) * ends)
+            line_first, line_last = 1 + kappa_r * first, 1 + kappa_r * last
+            crit = np.where(
+                line_first * line_last > 0, np.exp(last * c_u) * np.minimum(line_first**2, line_last**2), 0.0
+            )
+            under = np.where(critical.astype(bool), crit, under)
+            w_min = np.where(self.over, over, under)
+            w_min = np.minimum(np.where(np.isfinite(w_min), w_min, 0.0), w_first)
+        bound = self.v0 * w_min + np.where(self.q == 0, 0.0, self.q * noise)
+        return bound * (1 - 1e-9)
 
     def _sides(self, coordinates):
         """[(columns, their constants (k, 1, n), evaluator)] for the over- and the underdamped coordinates of

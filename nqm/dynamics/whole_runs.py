@@ -379,8 +379,14 @@ class _TunedLoss:
 
     def first_hit_by_scan(self, row: int, eps: float, hp: float, target: float, until: int) -> int:
         """The first integer t < ``until`` with E[L_t] ≤ target for batch size ``row`` at (ε, hp) by evaluating
-        every step; ``until`` if there is none."""
+        every step; ``until`` if there is none.
+
+        Heavy ball skips the stretches where a lower bound of E[L_t] (:meth:`HeavyBallMoments.lower_bound`)
+        stays above the target: intervals are halved, left first, down to leaves of ``_SCAN_LEAF`` steps that are
+        evaluated step by step, so the first hit found is the first one."""
         moments = self._moments(np.array(eps), np.array(hp), self.v0, row)
+        if isinstance(moments, HeavyBallMoments):
+            return _first_hit_pruned(moments, self.half_h, target, until)
         chunk = max(1, (1 << 22) // self.v0.size)
         for start in range(0, until, chunk):
             ts = np.arange(start, min(start + chunk, until), dtype=np.float64)
@@ -415,6 +421,32 @@ class _TunedLoss:
                 above = ~(self.stationary(np.exp(mid), hp) < target)
             hi, lo = np.where(above, mid, hi), np.where(above, lo, mid)
         return np.exp(lo)
+
+
+_SCAN_LEAF = 256  # steps evaluated one by one where the lower bound does not exclude a hit
+
+
+def _first_hit_pruned(moments: HeavyBallMoments, half_h, target: float, until: int) -> int:
+    """The first integer t < ``until`` with ½Σh E[x_t²] ≤ target (``until`` if none): branch and bound on
+    intervals of t with the moments' lower bound, leaves evaluated exactly."""
+    intervals = [(0, until - 1)]
+    while intervals:
+        first, last = intervals.pop()
+        if last < first:
+            continue
+        if last - first < _SCAN_LEAF:
+            ts = np.arange(first, last + 1, dtype=np.float64)
+            with np.errstate(over="ignore", invalid="ignore"):
+                hit = np.nonzero(moments.at(ts[:, None]) @ half_h <= target)[0]
+            if hit.size:
+                return int(ts[hit[0]])
+            continue
+        with np.errstate(over="ignore", invalid="ignore"):
+            if moments.lower_bound(first, last) @ half_h > target:
+                continue
+        middle = (first + last) // 2
+        intervals += [(middle + 1, last), (first, middle)]  # the left half is popped first
+    return until
 
 
 def _first_crossing(loss: _TunedLoss, eps, hp, target, guess=None, max_steps=2.0**50):
