@@ -3,6 +3,8 @@ against the first-order derivation's convergence."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import nqm
 from nqm import dynamics
@@ -100,3 +102,21 @@ def test_smith_rejects_a_factor_that_makes_fractional_steps():
         dynamics.smith_equivalence(P, 0.1, 4, 2, [3.5])
     with pytest.raises(ValueError, match="one length"):
         dynamics.staged_run(P, [0.1, 0.2], [4], [3, 3])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lr=st.floats(0.01, 1.9),
+    batch=st.floats(1.0, 1e4),
+    first=st.integers(0, 400),
+    second=st.integers(0, 400),
+)
+def test_a_stage_cut_in_two_is_the_same_stage(lr, batch, first, second):
+    """Cutting one stage of (ε, B) into two changes nothing: the stage maps compose (the closed form's
+    semigroup property), and the first step to a target is the same wherever the cut falls."""
+    target = 0.3 * 0.5 * P.h.sum()
+    whole = dynamics.staged_run(P, [lr], [batch], [first + second], target=target)
+    cut = dynamics.staged_run(P, [lr, lr], [batch, batch], [first, second], target=target)
+    np.testing.assert_allclose(cut.loss[[0, 2]], whole.loss, rtol=1e-10)
+    assert cut.steps_to_target == whole.steps_to_target
+    assert cut.examples_to_target == pytest.approx(whole.examples_to_target, rel=1e-12)
