@@ -111,7 +111,7 @@ def compute(d_limit: int, out_dir):
             (s.b_crit, e.critical, list(planted)),
             (s.b_noise_end, e.critical, list(planted)),
         ):
-            slope = _decade_slopes(s, values)[-1]
+            slope = s.slopes(values, stride=2)[-1]
             measured.append(slope / abs(exponent))
             derived.append(-1.0)
             wrong_one.append(control[0] / abs(exponent))
@@ -169,17 +169,12 @@ def compute(d_limit: int, out_dir):
     return [limit_check, limit_control, slope_check, *controls], [limit_table, exponent_table]
 
 
-def _decade_slopes(s, values) -> np.ndarray:
-    whole = slice(None, None, 2)
-    return np.diff(np.log(values[whole])) / np.diff(np.log(s.targets[whole]))
-
-
 def _table_row(s) -> list:
     e = s.derived
     a, q = s.exponent, s.noise_exponent
 
     def slopes(values, exponent=None):
-        text = ", ".join(f"{x:.4f}" for x in _decade_slopes(s, values))
+        text = ", ".join(f"{x:.4f}" for x in s.slopes(values, stride=2))
         return text if exponent is None else f"{text} ({exponent:.4f})"
 
     return [

@@ -46,11 +46,13 @@ def ramps(p, local):
     )
     geometric = SMALL_BATCH * (doubling[-1] / SMALL_BATCH) ** (np.arange(milestones.size + 1) / milestones.size)
     out = {
-        "doubling at the local critical batch (Merrill)": (doubling, None),
-        "the local critical batch itself": (at_critical, None),
-        "geometric, to the same final batch": (geometric, None),
+        name: (batches, dynamics.milestone_ramp(p, milestones, batches, target))
+        for name, batches in (
+            ("doubling at the local critical batch (Merrill)", doubling),
+            ("the local critical batch itself", at_critical),
+            ("geometric, to the same final batch", geometric),
+        )
     }
-    out = {name: (b, dynamics.milestone_ramp(p, milestones, b, target)) for name, (b, _) in out.items()}
     b_noise_start = float(p.trace_h_sigma / (p.h**3).sum())  # θ₀ ~ N(0, I)
     for factor in (1, 4):
         r = factor * SMALL_BATCH**2 / b_noise_start

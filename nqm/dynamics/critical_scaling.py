@@ -206,9 +206,11 @@ class CriticalScaling:
     b_noise_end: np.ndarray
     derived: ScalingExponents
 
-    def slopes(self, values) -> np.ndarray:
-        """The local exponents d log(values)/d log L between consecutive targets."""
-        return np.diff(np.log(np.asarray(values, dtype=np.float64))) / np.diff(np.log(self.targets))
+    def slopes(self, values, stride: int = 1) -> np.ndarray:
+        """The local exponents d log(values)/d log L between every ``stride``-th target (2 with the default
+        targets: one slope per decade)."""
+        every = slice(None, None, stride)
+        return np.diff(np.log(np.asarray(values, dtype=np.float64)[every])) / np.diff(np.log(self.targets[every]))
 
 
 def critical_batch_scaling(

@@ -169,7 +169,6 @@ class HeavyBallMoments:
         the forms, so that it stays below the value :meth:`at` computes.
         """
         w_first, noise = self.parts(first)
-        w_min = np.zeros(self.shape)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             h, c, kw = self.overdamped[0], self.overdamped[1], self.overdamped[10]
             g_first = 1 + (kw - 0.5) * -np.expm1(-first * h)

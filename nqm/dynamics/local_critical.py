@@ -104,9 +104,11 @@ def local_critical_batch(
         >>> bool(local.critical[1] > local.critical[0] > 1)
         True
     """
+    if np.ndim(small_batch) != 0:
+        raise ValueError(f"small_batch must be a single number, got {small_batch!r}")
     b0 = float(check_batch_size(small_batch))
-    if not np.isfinite(b0) or np.ndim(small_batch) != 0:
-        raise ValueError(f"small_batch must be a single finite number, got {small_batch!r}")
+    if not np.isfinite(b0):
+        raise ValueError(f"small_batch must be finite, got {small_batch!r}")
     tau = check_real("tolerance", tolerance, low=0.0, low_open=True)
     goals = np.atleast_1d(np.asarray([check_target(m) for m in np.atleast_1d(milestones)]))
     if goals.ndim != 1 or goals.size < 2 or np.any(np.diff(goals) >= 0):
