@@ -132,7 +132,8 @@ def _laws_table(p, batches, lr, lr_se, steps, sgd, pre, bracketed):
         ("SGD, P = H^(−½) (exact)", _exact_law(batches, pre.lr), pre.steps_continuous, b_simple, "—"),
     ):
         s_min, e_min, residual = dynamics.fit_frontier(batches, s)
-        rows.append([name, *law, e_min / s_min, b_scale, adaptive, residual])
+        crit = e_min / s_min
+        rows.append([name, *law, crit, *_linear_scaling(batches, s, crit), b_scale, adaptive, residual])
     return Table(
         title="The tuned step's law and the critical batch size",
         columns=[
@@ -140,6 +141,8 @@ def _laws_table(p, batches, lr, lr_se, steps, sgd, pre, bracketed):
             "α of ε(B) = ε*/(1 + B*/B)^α [95%]",
             "B*",
             "B_crit = E_min/S_min",
+            f"B_20% from B₀ = {batches[0]:g}",
+            "hyperbola's (1.2B₀ + 0.2B_crit)",
             "B_noise of its metric at θ₀",
             "adaptdl's Adam noise scale at θ₀ (v at B*)",
             "frontier fit's max rel. residual",
@@ -150,8 +153,28 @@ def _laws_table(p, batches, lr, lr_se, steps, sgd, pre, bracketed):
         "much too narrow. SGD: exact values, unweighted, so no interval. The noise scale is the ratio of "
         "expectations over θ₀ ~ N(0, I) in each optimiser's metric: tr(HΣ)/E[GᵀHG] for SGD, tr Σ/E|G|² "
         "(= B_simple) for P = H^(−½), the metric Adam's second moment approaches. adaptdl's estimate for Adam "
-        "is tr(PΣP)/E|PG|² with P = 1/(√v + eps), v = E[g²] at B* (theory.preconditioned_simple_noise_scale).",
+        "is tr(PΣP)/E|PG|² with P = 1/(√v + eps), v = E[g²] at B* (theory.preconditioned_simple_noise_scale). "
+        "B_20% is Zhang et al. 2024's critical batch size (the smallest B whose steps exceed linear scaling from "
+        "B₀ by 20%, dynamics.linear_scaling_limit) on S(B) interpolated linearly in log–log between the grid's "
+        "batch sizes, for every optimiser alike (V17 gives SGD's exactly, at every B); the hyperbola's value is "
+        "what the fitted frontier predicts for it.",
     )
+
+
+def _linear_scaling(batches, steps, crit, tolerance=0.2):
+    """Zhang et al. 2024's B_τ on steps sampled at ``batches`` (interpolated in log–log), and the frontier
+    hyperbola's (1 + τ)B₀ + τ·B_crit."""
+    reached = np.isfinite(steps)
+    if reached.sum() < 2 or not reached[0]:
+        return ["—", (1 + tolerance) * float(batches[0]) + tolerance * crit]
+    log_b, log_s = np.log(batches[reached]), np.log(steps[reached])
+
+    def steps_at(b):
+        return float(np.exp(np.interp(np.log(b), log_b, log_s)))
+
+    b0 = float(batches[0])
+    found = dynamics.linear_scaling_limit(steps_at, b0, tolerance, float(np.exp(log_b[-1])))
+    return [found, (1 + tolerance) * b0 + tolerance * crit]
 
 
 def _exact_law(batches, lrs):
