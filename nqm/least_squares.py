@@ -32,7 +32,7 @@ from .curves import LossCurve, exact_curve
 from .montecarlo import OneStepResult, loss_curve
 from .montecarlo.parallel import run_tasks, thread_count, tile_rng
 from .montecarlo.results import as_asked, check_record
-from .optim import Sgd, as_optimizer, require_linear
+from .optim import Sgd, as_optimizer, require_linear, require_no_decay
 from .problem import NoisyQuadratic, check_precond
 
 __all__ = ["LeastSquares"]
@@ -76,7 +76,7 @@ class LeastSquares:
     def _moments(self, opt, batch_size, steps: int, init_var):
         """(E θ², E[reported iterate²]) at t = 0 … steps, each (steps + 1, d), by the exact recursion of the
         optimiser's transition with the noise variance of the current second moments."""
-        opt = require_linear(as_optimizer(opt), "LeastSquares.expected_loss")
+        opt = require_no_decay(require_linear(as_optimizer(opt), "LeastSquares.expected_loss"), "least squares")
         b = float(check_batch_size(batch_size))
         steps = check_count("steps", steps)
         check_memory(
@@ -153,7 +153,7 @@ class LeastSquares:
     def simulate(self, opt, batch_size, steps, replicas, *, seed=0, init_var=1.0, at=None, threads=None) -> LossCurve:
         """Any optimiser (:mod:`nqm.optim`; a step ε means SGD) on real examples: R replicas, each step B
         fresh (x, y) pairs; losses (of θ̃ for an EMA) at the steps ``at``."""
-        opt = as_optimizer(opt)
+        opt = require_no_decay(as_optimizer(opt), "least squares")
         pre = None if opt.precond is None else check_precond(self.as_quadratic(), opt.precond)
         b = check_count("batch_size", batch_size, 1)
         steps = check_count("steps", steps)

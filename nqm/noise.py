@@ -11,6 +11,8 @@ A minibatch gradient is ``G_B = G + ξ_B`` with ``ξ_B = (1/B) Σ_b ξ_b`` and `
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .checks import check_batch_size
@@ -24,6 +26,8 @@ __all__ = [
     "nested_minibatch_noise",
     "injected_variance",
     "step_coefficients",
+    "decay_pull",
+    "DecayPull",
 ]
 
 
@@ -42,15 +46,33 @@ def injected_variance(p: NoisyQuadratic, batch_size, precond=None) -> np.ndarray
 
 
 def step_coefficients(p: NoisyQuadratic, opt, batch_size):
-    """(λ, σ) per coordinate of H's basis for one step of ``opt``: ``λ = εph`` and ``σ = εp√(c/B)``.
+    """(λ, σ) per coordinate of H's basis for one step of ``opt``: ``λ = εp(h + λ_c)`` and ``σ = εp√(c/B)``.
 
     ``σ² = ε²·injected_variance`` is the variance a step of size ε injects; every linear optimiser's transition
     (:mod:`nqm.optim`) is written in λ and σ, so this is where the noise model enters the exact engines and
-    the fused simulators.
+    the fused simulators. λ_c is the optimiser's coupled weight decay (0 without): the gradient it follows has
+    the curvature h + λ_c.
     """
     e, b = float(opt.lr), float(check_batch_size(batch_size))
     pre = check_precond(p, opt.precond)
-    return e * pre * p.h, e * pre * np.sqrt(p.c / b)
+    return e * pre * (p.h + getattr(opt, "coupled_decay", 0.0)), e * pre * np.sqrt(p.c / b)
+
+
+class DecayPull(NamedTuple):
+    """Weight decay's pull towards 0 in the error x = θ − θ* (:mod:`nqm.optim`): ``step`` (d, m) is added to the
+    state each step, ``s_{t+1} = F s_t + step + gσz``, and ``start`` (d, m) to the start, ``s₀ = e·x₀ + start``."""
+
+    step: np.ndarray
+    start: np.ndarray
+
+
+def decay_pull(p: NoisyQuadratic, opt) -> DecayPull | None:
+    """Weight decay's constant pull when the optimum θ* is not 0; None where there is none (no decay, or θ* = 0),
+    so the engines keep their homogeneous paths."""
+    if not getattr(opt, "weight_decay", 0.0) or p.optimum is None or not np.any(p.optimum):
+        return None
+    theta = p.optimum[:, None]
+    return DecayPull(opt.forcing(check_precond(p, opt.precond)) * theta, opt.start_offset()[None, :] * theta)
 
 
 STUDENT_T_DF = 5.0

@@ -26,6 +26,17 @@ The linear optimisers (Zhang et al. 2019, arXiv:1907.04164, §3):
 * ``ema(inner, gamma)``: iterate averaging ``θ̃ ← γθ̃ + (1 − γ)θ``, θ̃₀ = θ₀, of any linear optimiser; the loss
   of θ̃ is reported.
 
+**Weight decay** λ (``sgd`` and ``heavy_ball``, ``weight_decay=λ``) pulls θ towards 0, coupled (L2: ``g + λθ``
+enters the update, as PyTorch's SGD) or ``decoupled`` (``θ ← (1 − ελ)θ − ε·update``; SGDW, Loshchilov & Hutter
+2019, arXiv:1711.05101). It stays linear, so its dynamics are exact. In the error x = θ − θ* on which every engine
+works, coupled decay is the curvature h + λ (:func:`nqm.noise.step_coefficients` adds it) plus a constant pull
+−εpλθ*; decoupled decay enters the transition (δ = ελ: SGD's ``1 − λ − δ``; heavy ball's
+``θ_{t+1} = (1 + β − λ − δ)θ_t − β(1 − δ)θ_{t−1}``, started at ``θ_{−1} = θ₀/(1 − δ)``) with the pull −δθ*
+(−δ(1 − β)θ* on heavy ball's positions). The pull (:func:`nqm.noise.decay_pull`) is zero when the problem's
+optimum θ* is 0; otherwise the mean settles at the biased fixed point :func:`nqm.dynamics.decay_fixed_point`.
+Coupled and decoupled differ for SGD only when P ≠ I. The loss reported is the model's L(θ), not the
+regularised objective.
+
 Optimisers that are not linear have no transition; the exact engines refuse them with :func:`require_linear`,
 and the simulators run their ``update``. Their nonlinearity acts elementwise in the simulator's coordinates (the
 parameter coordinates x = Qθ of a rotated problem, not H's eigenbasis), as in a real model:
@@ -83,6 +94,7 @@ __all__ = [
     "as_optimizer",
     "split_average",
     "require_linear",
+    "require_no_decay",
     "stable_lr_bound",
     "FAMILIES",
 ]
@@ -122,6 +134,20 @@ class _Linear(Optimizer):
     linear = True
     initial: tuple[float, ...]
     loss_index = 0
+    # no weight decay unless an optimiser has it (_Decaying)
+    weight_decay = 0.0
+    decoupled = False
+    coupled_decay = 0.0
+    decoupled_rate = 0.0
+
+    def forcing(self, pre) -> np.ndarray:
+        """The constant pull on the state per unit of the optimum θ*, (d, m): zero without weight decay."""
+        return np.zeros((np.size(pre), self.order))
+
+    def start_offset(self) -> np.ndarray:
+        """The state's start s₀ = e·x₀ + offset·θ* in the error x = θ − θ*, per unit θ* (m,): zero unless the
+        start itself is written through θ (decoupled heavy ball's θ_{−1} = θ₀/(1 − δ))."""
+        return np.zeros(self.order)
 
     @property
     def order(self) -> int:
@@ -136,17 +162,57 @@ class _Linear(Optimizer):
         :mod:`nqm.dynamics` evaluate many of them at once."""
 
 
+class _Decaying(_Linear):
+    r"""Weight decay λ on a linear optimiser: coupled (L2, ``g + λθ`` enters the update, as PyTorch's
+    ``weight_decay``) or decoupled (``θ ← (1 − ελ)θ − ε·update``, Loshchilov & Hutter 2019, arXiv:1711.05101).
+
+    The decay acts on θ itself, so it pulls towards 0, not towards the problem's optimum θ* (H's basis,
+    ``NoisyQuadratic.optimum``). In the error x = θ − θ*, on which every engine works:
+
+    * coupled: the gradient gains λ(x + θ*), so x sees the curvature h + λ (``coupled_decay`` is added to h where λ
+      is formed, :func:`nqm.noise.step_coefficients`) and a constant pull −εpλθ*;
+    * decoupled: δ = ελ (``decoupled_rate``) enters the transition itself, with the pull −δθ* on θ (for heavy ball
+      the pull on x is −δ(1 − β)θ*: the momentum term carries the rest).
+
+    ``forcing(pre)`` is that constant pull per unit θ*, per coordinate (d, m): ``s' = F s + forcing·θ* + gσz``;
+    ``start_offset()`` what the start adds per unit θ* (decoupled heavy ball's θ_{−1} = θ₀/(1 − δ) is not x₀).
+    The reported loss is the model's L(θ) = ½(θ − θ*)ᵀH(θ − θ*), not the regularised objective.
+    """
+
+    @property
+    def coupled_decay(self) -> float:
+        """λ where it acts as curvature (coupled decay), else 0."""
+        return 0.0 if self.decoupled else self.weight_decay
+
+    @property
+    def decoupled_rate(self) -> float:
+        """δ = ελ where the decay is decoupled, else 0."""
+        return self.lr * self.weight_decay if self.decoupled else 0.0
+
+    def forcing(self, pre) -> np.ndarray:
+        """The constant pull on the state per unit θ*, (d, m) for the (d,) diagonal ``pre`` of P."""
+        out = np.zeros((np.size(pre), self.order))
+        out[:, 0] = -self.lr * self.weight_decay * (self._pull_share() if self.decoupled else pre)
+        return out
+
+    def _pull_share(self) -> float:
+        return 1.0
+
+
 @dataclass(frozen=True, eq=False)
-class Sgd(_Linear):
-    """Plain (optionally preconditioned) SGD, ``θ ← θ − εPg``."""
+class Sgd(_Decaying):
+    """Plain (optionally preconditioned) SGD, ``θ ← θ − εPg``, with optional weight decay (coupled or decoupled,
+    :mod:`nqm.optim`)."""
 
     lr: float
     precond: Any = None
+    weight_decay: float = 0.0
+    decoupled: bool = False
     initial = (1.0,)
 
     def transition(self, lam):
         lam = np.asarray(lam, dtype=np.float64)
-        return (1.0 - lam)[..., None, None], np.full(lam.shape + (1,), -1.0)
+        return (1.0 - lam - self.decoupled_rate)[..., None, None], np.full(lam.shape + (1,), -1.0)
 
     def init(self, x):
         return (x,)
@@ -156,19 +222,35 @@ class Sgd(_Linear):
 
 
 @dataclass(frozen=True, eq=False)
-class HeavyBall(_Linear):
-    """Heavy-ball momentum, ``v ← βv + Pg``, ``θ ← θ − εv``, v₀ = 0 (effective step ε/(1 − β))."""
+class HeavyBall(_Decaying):
+    """Heavy-ball momentum, ``v ← βv + Pg``, ``θ ← θ − εv``, v₀ = 0 (effective step ε/(1 − β)), with optional
+    weight decay (coupled or decoupled, :mod:`nqm.optim`). Decoupled, ``θ ← (1 − δ)θ − εv`` (δ = ελ; SGDW), its
+    positions obey ``θ_{t+1} = (1 + β − λ − δ)θ_t − β(1 − δ)θ_{t−1} − σz`` with ``θ_{−1} = θ₀/(1 − δ)`` (v₀ = 0)."""
 
     lr: float
     momentum: float
     precond: Any = None
-    initial = (1.0, 1.0)  # (θ₀, θ_{−1} = θ₀): v₀ = 0
+    weight_decay: float = 0.0
+    decoupled: bool = False
+
+    @property
+    def initial(self):
+        return (1.0, 1.0 / (1.0 - self.decoupled_rate))  # (θ₀, θ_{−1}): v₀ = 0
+
+    def _pull_share(self) -> float:
+        return 1.0 - self.momentum
+
+    def start_offset(self) -> np.ndarray:
+        # x_{−1} = θ₀/(1 − δ) − θ* = x₀/(1 − δ) + θ*·δ/(1 − δ)
+        delta = self.decoupled_rate
+        return np.array([0.0, delta / (1.0 - delta)])
 
     def transition(self, lam):
         lam = np.asarray(lam, dtype=np.float64)
-        beta = self.momentum
+        beta, delta = self.momentum, self.decoupled_rate
         f = np.empty(lam.shape + (2, 2))
-        f[..., 0, 0], f[..., 0, 1], f[..., 1, 0], f[..., 1, 1] = 1.0 + beta - lam, -beta, 1.0, 0.0
+        f[..., 0, 0], f[..., 0, 1] = 1.0 + beta - lam - delta, -beta * (1.0 - delta)
+        f[..., 1, 0], f[..., 1, 1] = 1.0, 0.0
         g = np.zeros(lam.shape + (2,))
         g[..., 0] = -1.0
         return f, g
@@ -376,15 +458,35 @@ def _average(avg, new, beta: float) -> None:
 
 
 # -- constructors ---------------------------------------------------------------------------------
-def sgd(lr, precond=None) -> Sgd:
-    """SGD ``θ ← θ − εPg``; ``precond`` is the (d,) diagonal of P in H's basis (None: P = I)."""
-    return Sgd(float(check_lr(lr)), _check_precond(precond))
+def sgd(lr, precond=None, weight_decay=0.0, decoupled=False) -> Sgd:
+    """SGD ``θ ← θ − εPg``; ``precond`` is the (d,) diagonal of P in H's basis (None: P = I).
+
+    ``weight_decay`` λ ≥ 0 pulls θ towards 0: coupled (``θ ← θ − εP(g + λθ)``, the default) or ``decoupled``
+    (``θ ← (1 − ελ)θ − εPg``); the two differ only when P ≠ I."""
+    lr = float(check_lr(lr))
+    return Sgd(lr, _check_precond(precond), *_check_decay(lr, weight_decay, decoupled))
 
 
-def heavy_ball(lr, momentum, precond=None) -> Sgd | HeavyBall:
-    """Heavy ball ``v ← βv + Pg``, ``θ ← θ − εv`` (v₀ = 0); β = 0 is SGD."""
+def heavy_ball(lr, momentum, precond=None, weight_decay=0.0, decoupled=False) -> Sgd | HeavyBall:
+    """Heavy ball ``v ← βv + Pg``, ``θ ← θ − εv`` (v₀ = 0); β = 0 is SGD.
+
+    ``weight_decay`` λ ≥ 0: coupled (``v ← βv + P(g + λθ)``, PyTorch's SGD) or ``decoupled``
+    (``θ ← (1 − ελ)θ − εv``, SGDW)."""
     beta = check_unit_interval("momentum", momentum)
-    return HeavyBall(float(check_lr(lr)), beta, _check_precond(precond)) if beta > 0 else sgd(lr, precond)
+    if beta == 0:
+        return sgd(lr, precond, weight_decay, decoupled)
+    lr = float(check_lr(lr))
+    return HeavyBall(lr, beta, _check_precond(precond), *_check_decay(lr, weight_decay, decoupled))
+
+
+def _check_decay(lr: float, weight_decay, decoupled) -> tuple[float, bool]:
+    """(λ, decoupled): λ finite and ≥ 0, and ελ < 1 when decoupled (θ ← (1 − ελ)θ must not flip θ's sign)."""
+    wd = check_real("weight_decay", weight_decay, low=0.0)
+    if not isinstance(decoupled, (bool, np.bool_)):
+        raise TypeError(f"decoupled must be True or False, got {decoupled!r}")
+    if decoupled and lr * wd >= 1.0:
+        raise ValueError(f"decoupled weight_decay needs lr·weight_decay < 1, got {lr:g}·{wd:g}")
+    return wd, bool(decoupled)
 
 
 def nesterov(lr, momentum, precond=None) -> Sgd | Nesterov:
@@ -397,6 +499,8 @@ def ema(inner, gamma):
     """Iterate averaging with coefficient γ ∈ [0, 1) of the linear optimiser ``inner`` (γ = 0: ``inner``)."""
     inner = as_optimizer(inner)
     require_linear(inner, "ema")
+    if getattr(inner, "weight_decay", 0.0):
+        raise ValueError("ema of an optimiser with weight decay is not supported yet: average one without decay")
     g = check_unit_interval("ema gamma", gamma)
     if isinstance(inner, Ema):
         raise ValueError("ema of an ema is not supported: average the inner optimiser once")
@@ -458,6 +562,16 @@ def as_optimizer(opt) -> Optimizer:
     if isinstance(opt, (int, float, np.integer, np.floating)) and not isinstance(opt, bool):
         return sgd(opt)
     raise TypeError(f"opt must be an optimiser from nqm.optim or a step size (one number), got {opt!r}")
+
+
+def require_no_decay(opt, engine: str):
+    """Raise a clear error when an engine that does not model weight decay gets an optimiser with it."""
+    if getattr(opt, "weight_decay", 0.0):
+        raise ValueError(
+            f"{engine} does not model weight decay yet; expected_loss, steps_to_target and nqm.simulate on a "
+            "diagonal problem do"
+        )
+    return opt
 
 
 def require_linear(opt, engine: str):

@@ -34,6 +34,9 @@ class NoisyQuadratic:
             broadcast to all coordinates. Mutually exclusive with ``sigma``.
         sigma: (d, d) dense symmetric PSD per-example covariance in H's basis.
         basis: (d, d) orthogonal matrix Q; the simulator then works on ``Qθ``.
+        optimum: (d,) the minimiser θ* in H's basis (default 0). Points, θ₀ and ``init_var`` are measured from it
+            everywhere (the engines work on the error θ − θ*); it matters only where something acts on θ itself:
+            weight decay pulls θ towards 0, not towards θ* (:mod:`nqm.optim`).
         name: a label used in reports.
 
     Example:
@@ -42,7 +45,7 @@ class NoisyQuadratic:
         (2, 0.30000000000000004)
     """
 
-    def __init__(self, h, c=None, *, sigma=None, basis=None, name: str | None = None):
+    def __init__(self, h, c=None, *, sigma=None, basis=None, optimum=None, name: str | None = None):
         self.h = as_vector("h (Hessian eigenvalues)", h)
         if self.h.size == 0:
             raise ValueError("h (Hessian eigenvalues) must not be empty")
@@ -81,6 +84,10 @@ class NoisyQuadratic:
             if not np.allclose(basis @ basis.T, np.eye(d), rtol=0, atol=_ORTHOGONALITY_ATOL):
                 raise ValueError("basis must be orthogonal (Q Qᵀ = I)")
         self.basis = basis
+        self.optimum = None
+        if optimum is not None:
+            self.optimum = as_vector("optimum (θ* in H's basis)", optimum, d).copy()
+            self.optimum.setflags(write=False)
         self.name = name or ("dense-Σ quadratic" if sigma is not None else "diagonal quadratic")
 
     # -- derived quantities -------------------------------------------------------------------

@@ -48,6 +48,9 @@ class Budget:
     d_adam_surge: int = 16
     d_critical: int = 300
     d_critical_heavy_ball: int = 30
+    d_decay: int = 100
+    decay_replicas: int = 2000
+    decay_steps: int = 300
 
     @classmethod
     def make(cls, quick: bool) -> Budget:
@@ -80,6 +83,9 @@ class Budget:
                 d_adam_surge=16,
                 d_critical=300,
                 d_critical_heavy_ball=30,
+                d_decay=100,
+                decay_replicas=2000,
+                decay_steps=300,
             )
         return cls(
             quick=False,
@@ -109,6 +115,9 @@ class Budget:
             d_adam_surge=32,
             d_critical=1000,
             d_critical_heavy_ball=100,
+            d_decay=300,
+            decay_replicas=4000,
+            decay_steps=600,
         )
 
 

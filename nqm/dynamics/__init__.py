@@ -30,7 +30,15 @@ from .critical_scaling import (
     scaling_exponents,
     small_batch_examples,
 )
-from .expected import coordinate_variance, expected_loss, noise_scales_along, sgd_variance, steady_state_loss
+from .expected import (
+    coordinate_variance,
+    decay_fixed_point,
+    decay_mean,
+    expected_loss,
+    noise_scales_along,
+    sgd_variance,
+    steady_state_loss,
+)
 from .frontier import fit_frontier
 from .local_critical import LocalCriticalBatch, local_critical_batch
 from .ramps import (
@@ -68,6 +76,8 @@ __all__ = [
     "steady_state_loss",
     "sgd_variance",
     "coordinate_variance",
+    "decay_fixed_point",
+    "decay_mean",
     "noise_scales_along",
     "fit_frontier",
     "steps_to_target",

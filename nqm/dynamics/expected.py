@@ -24,8 +24,8 @@ import numpy as np
 
 from ..checks import check_count, check_init_var, check_memory, check_steps_at
 from ..curves import LossCurve, exact_curve
-from ..noise import step_coefficients
-from ..optim import Ema, HeavyBall, Nesterov, Sgd, as_optimizer, require_linear, stable_lr_bound
+from ..noise import decay_pull, step_coefficients
+from ..optim import Ema, HeavyBall, Nesterov, Sgd, as_optimizer, require_linear, require_no_decay, stable_lr_bound
 from ..problem import NoisyQuadratic, check_precond
 from .moments import TwoStateMoments, ema_variance, heavy_ball_variance
 
@@ -37,6 +37,8 @@ __all__ = [
     "noise_scales_along",
     "second_moments",
     "powered_second_moments",
+    "decay_mean",
+    "decay_fixed_point",
 ]
 
 # Coordinates per block: bounds memory at about 2**16 × (matrix size)² × (number of powers) floats.
@@ -128,15 +130,66 @@ def second_moments(opt, lam, sigma, v0, t):
     against the step-by-step recursion)."""
     tt = t[:, None].astype(np.float64)
     if isinstance(opt, Sgd):
-        return sgd_variance(lam, sigma**2, v0, tt)
-    if isinstance(opt, HeavyBall) and np.all((lam > 0) & (lam < 2 * (1 + opt.momentum))):
+        return sgd_variance(lam + opt.decoupled_rate, sigma**2, v0, tt)
+    if isinstance(opt, HeavyBall) and not opt.decoupled_rate and np.all((lam > 0) & (lam < 2 * (1 + opt.momentum))):
         return heavy_ball_variance(lam, sigma**2, v0, opt.momentum, tt)
+    if isinstance(opt, HeavyBall) and _stable_two_state(*opt.transition(lam)):
+        f, g = opt.transition(lam)  # decoupled decay: θ_{−1} = θ₀/(1 − δ), not heavy ball's AR(2) start
+        return TwoStateMoments(f, g * sigma[:, None], v0, opt.initial).at(tt)
     if isinstance(opt, Ema) and isinstance(opt.inner, Sgd) and np.all((lam > 0) & (lam < 2)):
         return ema_variance(lam, sigma**2, v0, opt.gamma, tt)
     if isinstance(opt, Nesterov) and np.all((lam > 0) & (lam < stable_lr_bound("nesterov", opt.momentum))):
         f, g = opt.transition(lam)
         return TwoStateMoments(f, g * sigma[:, None], v0, opt.initial).at(tt)
     return powered_second_moments(opt, lam, sigma, v0, t)
+
+
+def _stable_two_state(f, g) -> bool:
+    """Both eigenvalues of every 2 × 2 F inside the unit circle (Jury: |det F| < 1, |tr F| < 1 + det F)."""
+    trace, det = f[:, 0, 0] + f[:, 1, 1], f[:, 0, 0] * f[:, 1, 1] - f[:, 0, 1] * f[:, 1, 0]
+    return bool(np.all((np.abs(det) < 1) & (np.abs(trace) < 1 + det)))
+
+
+def decay_fixed_point(opt, lam, pull) -> np.ndarray:
+    r"""The state's mean at rest under weight decay's pull ``pull`` (n, m), ``s∞ = (I − F)⁻¹·pull``, for SGD and
+    heavy ball.
+
+    Both settle with θ at rest (heavy ball: θ_t = θ_{t−1}), where ``1 − F``'s action on the position is
+    ``λ + δ(1 − β)`` with δ the decoupled rate (β = 0 for SGD), formed from λ and δ rather than from F's entries,
+    which would cancel when λ, δ ≪ 1: ``x∞ = pull/(λ + δ(1 − β))``, the biased fixed point of the regularised
+    objective (coupled: ``−λθ*/(h + λ)``; decoupled SGD: ``−λθ*/(ph + λ)``).
+    """
+    if not isinstance(opt, (Sgd, HeavyBall)):
+        raise ValueError(f"weight decay is written for SGD and heavy ball; got {type(opt).__name__}")
+    share = 1.0 - opt.momentum if isinstance(opt, HeavyBall) else 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x_inf = pull[:, 0] / (lam + opt.decoupled_rate * share)
+    return np.repeat(x_inf[:, None], opt.order, axis=1)
+
+
+def decay_mean(opt, lam, pull, start, t):
+    r"""``E[x_t]`` (T, n) of θ's error under weight decay's constant pull (:class:`nqm.noise.DecayPull`: ``pull``
+    each step, ``start`` at t = 0, both (n, m)) from a zero-mean x₀, at sorted integer steps ``t``: with the fixed
+    point s∞ (:func:`~nqm.dynamics.decay_fixed_point`),
+
+    .. math:: \mathbb E[s_t] = s_\infty + F^t (s_0 - s_\infty),\qquad s_0 = \text{start}.
+
+    SGD: ``x∞ + a^t(s₀ − x∞)`` with a = 1 − λ − δ and 1 − a^t by ``expm1`` (no cancellation while a^t ≈ 1); heavy
+    ball: the row ``e₀ᵀF^t`` of ``TwoStateMoments`` (:mod:`nqm.dynamics.moments`, Cayley–Hamilton). The second
+    moment adds its square to the zero-mean one (the pull is deterministic)."""
+    s_inf = decay_fixed_point(opt, lam, pull)
+    dev = start - s_inf
+    tt = t[:, None].astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if isinstance(opt, Sgd):
+            rate = lam + opt.decoupled_rate  # 1 − a
+            log_abs = log_abs_one_minus(rate)
+            sign = np.where(np.mod(tt, 2) == 1, -1.0, 1.0)
+            one_minus_power = np.where(rate <= 1, -np.expm1(tt * log_abs), 1.0 - sign * np.exp(tt * log_abs))
+            return s_inf[:, 0] + (1.0 - one_minus_power) * dev[:, 0]
+        f, _ = opt.transition(lam)
+        r0, r1 = TwoStateMoments(f, np.zeros_like(pull), 0.0, (1.0, 0.0)).row(tt)
+        return s_inf[:, 0] + r0 * dev[:, 0] + r1 * dev[:, 1]
 
 
 def expected_loss(p: NoisyQuadratic, opt, batch_size, steps: int, *, init_var=1.0, at=None) -> LossCurve:
@@ -166,6 +219,7 @@ def expected_loss(p: NoisyQuadratic, opt, batch_size, steps: int, *, init_var=1.
     opt = require_linear(as_optimizer(opt), "expected_loss")
     t = _checkpoints(steps, at)
     lam, sigma = step_coefficients(p, opt, batch_size)
+    pull = decay_pull(p, opt)
     v0 = check_init_var(init_var, p.d)
     order = np.argsort(t, kind="stable")
     t_sorted = t[order]
@@ -177,6 +231,8 @@ def expected_loss(p: NoisyQuadratic, opt, batch_size, steps: int, *, init_var=1.
         sl = slice(lo, lo + block)
         var = second_moments(opt, lam[sl], sigma[sl], v0[sl], t_sorted)
         with np.errstate(over="ignore", invalid="ignore"):
+            if pull is not None:
+                var = var + decay_mean(opt, lam[sl], pull.step[sl], pull.start[sl], t_sorted) ** 2
             loss += 0.5 * (var @ p.h[sl])
     loss = np.where(np.isnan(loss), np.inf, loss)  # nan only arises from inf − inf in a diverging run
     out = np.empty_like(loss)
@@ -188,7 +244,8 @@ def steady_state_loss(p: NoisyQuadratic, opt, batch_size) -> float:
     """lim E[L_t] as t → ∞ for a linear optimiser: the fixed point of its moment map (inf when unstable).
 
     For SGD per coordinate this is ``εc/(2B(2 − ελ))`` (p = 1); Zhang et al. 2019 give momentum's
-    ``(1 + β)εc/(2B(2β + 2 − εh)(1 − β))`` — the tests derive both from this fixed point.
+    ``(1 + β)εc/(2B(2β + 2 − εh)(1 − β))`` — the tests derive both from this fixed point. With weight decay
+    and an optimum θ* ≠ 0 the mean's bias ``½Σh x∞²`` (:func:`~nqm.dynamics.decay_fixed_point`) is added.
     """
     opt = require_linear(as_optimizer(opt), "steady_state_loss")
     lam, sigma = step_coefficients(p, opt, batch_size)
@@ -202,11 +259,15 @@ def steady_state_loss(p: NoisyQuadratic, opt, batch_size) -> float:
     kk = k * k
     fixed = np.linalg.solve(np.eye(kk) - m[:, :kk, :kk], m[:, :kk, -1][..., None])[..., 0]
     idx = opt.loss_index
-    return float(0.5 * p.h @ fixed[:, idx * k + idx])
+    second = fixed[:, idx * k + idx]
+    pull = decay_pull(p, opt)
+    if pull is not None:  # weight decay's bias: the mean settles at (I − F)⁻¹·pull
+        second = second + decay_fixed_point(opt, lam, pull.step)[:, idx] ** 2
+    return float(0.5 * p.h @ second)
 
 
 def _sgd_only(opt, name):
-    opt = as_optimizer(opt)
+    opt = require_no_decay(as_optimizer(opt), name)
     if not isinstance(opt, Sgd):
         raise ValueError(f"{name} is written for (preconditioned) SGD; got {type(opt).__name__}")
     return opt

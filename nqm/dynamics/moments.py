@@ -151,12 +151,17 @@ class TwoStateMoments:
             out = np.where(self.real, real, np.where(self.double, double, complex_))
         return np.where(n == 0, 0.0, out)
 
+    def row(self, t):
+        """``r_t = e₀ᵀF^t`` as its two components at integer ``t``: the first component after t steps of the
+        noise-free recursion, per unit of each starting component."""
+        t = np.asarray(t, dtype=np.float64)
+        p_t, p_prev = self._p(t), self._p(np.maximum(t - 1, 0))
+        return np.where(t == 0, 1.0, p_t * self.f00 - self.delta * p_prev), np.where(t == 0, 0.0, p_t * self.f01)
+
     def at(self, t):
         """E[x_t²] at integer ``t`` broadcasting against the coordinates' shape."""
         t = np.asarray(t, dtype=np.float64)
-        p_t, p_prev = self._p(t), self._p(np.maximum(t - 1, 0))
-        r0 = p_t * self.f00 - self.delta * p_prev
-        r1 = p_t * self.f01
+        r0, r1 = self.row(t)
         dx, dc, dy = self.dev
         with np.errstate(over="ignore", invalid="ignore"):
             out = self.x_inf + r0 * r0 * dx + 2 * r0 * r1 * dc + r1 * r1 * dy

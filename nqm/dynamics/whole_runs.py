@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import check_batch_size, check_batch_sizes, check_init_var, check_real
-from ..noise import injected_variance, step_coefficients
+from ..noise import decay_pull, injected_variance, step_coefficients
 from ..optim import (
     FAMILIES,
     Nesterov,
@@ -45,7 +45,7 @@ from ..optim import (
     stable_lr_bound,
 )
 from ..problem import NoisyQuadratic, check_precond
-from .expected import log_abs_one_minus, second_moments, steady_state_loss
+from .expected import decay_mean, log_abs_one_minus, second_moments, steady_state_loss
 from .moments import (
     EmaMoments,
     HeavyBallMoments,
@@ -225,6 +225,7 @@ def _dense_first_hit(p, opt, batch_size, target, init_var, max_steps):
     with inf once the run has settled above the target to float resolution.
     """
     lam, sigma = step_coefficients(p, opt, batch_size)
+    pull = decay_pull(p, opt)
     v0 = check_init_var(init_var, p.d)
     stationary = steady_state_loss(p, opt, batch_size)
     start, chunk = 0, _DENSE_CHUNK
@@ -233,6 +234,8 @@ def _dense_first_hit(p, opt, batch_size, target, init_var, max_steps):
         # E[L] over this chunk: the moment map is re-powered from t = 0, exact at every step
         var = second_moments(opt, lam, sigma, v0, ts)
         with np.errstate(over="ignore", invalid="ignore"):
+            if pull is not None:
+                var = var + decay_mean(opt, lam, pull.step, pull.start, ts) ** 2
             losses = 0.5 * (var @ p.h)
         hit = np.nonzero(losses <= target)[0]
         if hit.size:
@@ -249,11 +252,11 @@ def steps_to_target(p: NoisyQuadratic, opt, batch_size, target, *, init_var=1.0,
     """The first step t with E[L_t] ≤ target (an int), or ``inf`` when the run never gets there.
 
     ``opt`` is a linear optimiser of :mod:`nqm.optim` (a plain ε means ``optim.sgd(ε)``). SGD (optionally
-    preconditioned) whose coordinates all relax downwards is solved in closed form: root of the continuous
-    L(t) = target, then the first integer, checked exactly. Every other case — momentum (underdamped runs
-    oscillate), EMA, coordinates that start below their stationary level, unstable steps — is scanned step by
-    step with the exact moment recursion, so the answer is the true first hitting time; that costs O(t·d) and
-    stops at ``max_steps``.
+    preconditioned, without weight decay) whose coordinates all relax downwards is solved in closed form: root
+    of the continuous L(t) = target, then the first integer, checked exactly. Every other case — momentum
+    (underdamped runs oscillate), EMA, weight decay, coordinates that start below their stationary level,
+    unstable steps — is scanned step by step with the exact moment recursion, so the answer is the true first
+    hitting time; that costs O(t·d) and stops at ``max_steps``.
 
     Example:
         >>> from nqm import NoisyQuadratic
@@ -266,7 +269,7 @@ def steps_to_target(p: NoisyQuadratic, opt, batch_size, target, *, init_var=1.0,
     if np.ndim(batch_size) != 0:
         raise ValueError(f"batch_size must be a single number here, got {batch_size!r}")
     check_batch_size(batch_size)
-    if isinstance(opt, Sgd):
+    if isinstance(opt, Sgd) and not opt.weight_decay:  # (decay: the scan below, which knows its pull)
         loss = _SGDLoss(p, batch_size, init_var, opt.precond)
         eps = np.atleast_1d(np.float64(opt.lr))
         if loss.value(np.zeros(1), eps)[0] <= target:

@@ -300,6 +300,11 @@ def simulate_counter(
     on_gpu = xp is not np
     itemsize = np.dtype(dtype).itemsize
     rec = diagonal_recurrence(p, opt, batch_size) if p.is_diagonal and opt.linear else None
+    if opt.linear and opt.weight_decay and (rec is None or rec.drift is not None):
+        raise ValueError(
+            "the counter-based engine runs weight decay on diagonal problems whose optimum is 0; with an optimum "
+            "θ* ≠ 0 (a constant pull each step) use generator='sfc64' on the CPU"
+        )
     fused_elementwise = p.is_diagonal and not opt.linear and elementwise_parameters(opt) is not None
     noise_sd = np.sqrt(p.c / batch_size)
     if batch_rows is None:

@@ -12,6 +12,8 @@ simulators keep their loops fast by the *shape* of F, not by the optimiser's nam
 * ``"shift"``: two states whose second is the previous first (heavy ball on positions):
   ``x ← f₀₀x + f₀₁y + g₀σz``, ``y ← x``;
 * ``"two"``: any other two-state transition (Nesterov): both rows in full.
+
+Weight decay with an optimum θ* ≠ 0 adds a constant ``drift`` to θ's row each step (:func:`nqm.noise.decay_pull`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..noise import step_coefficients
+from ..noise import decay_pull, step_coefficients
 from ..optim import as_optimizer, require_linear, split_average
 from ..problem import NoisyQuadratic
 
@@ -30,7 +32,9 @@ __all__ = ["DiagonalRecurrence", "diagonal_recurrence"]
 @dataclass(frozen=True)
 class DiagonalRecurrence:
     """Per coordinate: transition ``f`` (d, m, m), noise gains ``gain`` (d, m), noise scale ``sigma`` (d,),
-    the starting state ``initial`` = e (s₀ = eθ₀), the EMA coefficient ``gamma`` (0: none) and the ``kind``."""
+    the starting state ``initial`` = e (s₀ = eθ₀), the EMA coefficient ``gamma`` (0: none), the ``kind``, and
+    ``drift`` (d,), weight decay's constant pull on θ's row when the optimum is not 0, and ``start`` (d, m),
+    what it adds to the starting state (None, None: no pull)."""
 
     kind: str
     f: np.ndarray
@@ -38,6 +42,8 @@ class DiagonalRecurrence:
     sigma: np.ndarray
     initial: tuple
     gamma: float
+    drift: np.ndarray | None = None
+    start: np.ndarray | None = None
 
     @property
     def order(self) -> int:
@@ -71,4 +77,9 @@ def diagonal_recurrence(p: NoisyQuadratic, opt, batch_size) -> DiagonalRecurrenc
         kind = "two"
     else:
         raise ValueError(f"the diagonal simulators run transitions of one or two states; {core!r} has {m}")
-    return DiagonalRecurrence(kind, f, gain, sigma, tuple(core.initial), float(gamma))
+    pull = decay_pull(p, core)
+    if pull is None:
+        return DiagonalRecurrence(kind, f, gain, sigma, tuple(core.initial), float(gamma))
+    if np.any(pull.step[:, 1:]) or np.any(pull.start[:, 0]):
+        raise ValueError("the diagonal simulators carry a pull on θ's row and a start offset on the second state only")
+    return DiagonalRecurrence(kind, f, gain, sigma, tuple(core.initial), float(gamma), pull.step[:, 0], pull.start)

@@ -67,7 +67,7 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
     multiply of the fresh normals: one pass fewer per step, which matters because a step is a few passes over
     cache-resident memory beside one normal per coordinate.
     """
-    kind, f, gain, s, h, gamma = (coef[k] for k in ("kind", "f", "gain", "s", "h", "gamma"))
+    kind, f, gain, s, h, gamma, drift = (coef[k] for k in ("kind", "f", "gain", "s", "h", "gamma", "drift"))
     a = np.ascontiguousarray(f[:, 0, 0])  # a strided operand would slow every in-place multiply
     # Only when θ/s stays far from overflow (u² is accumulated in float64 for the loss).
     scaled = bool(np.all(s >= np.finfo(dtype).tiny ** 0.25))
@@ -75,12 +75,15 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
     if scaled:
         theta /= s
         weight = h * np.square(s, dtype=np.float64)  # L = ½ Σ h s² u²
+        drift = None if drift is None else drift / s
     else:
         weight = h
     z = np.empty_like(theta)
     two = kind != "one"
     # the second state: θ_{t−1} (θ_{−1} = θ_0 means v_0 = 0) for "shift", e₁θ₀ in general
     aux = theta * dtype(coef["initial"][1]) if two else None
+    if two and coef["start"] is not None:  # decoupled decay's θ_{−1} = θ₀/(1 − δ), in the error θ − θ*
+        aux += coef["start"][:, 1] / s if scaled else coef["start"][:, 1]
     tmp = np.empty_like(theta) if two else None
     buf = np.empty_like(theta) if kind == "two" else None
     if kind == "shift":
@@ -120,6 +123,8 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
         else:
             theta *= a
             theta -= z
+        if drift is not None:  # weight decay's pull towards 0 when the optimum is not 0
+            theta += drift
         if gamma > 0:
             avg -= theta
             avg *= gamma
@@ -164,6 +169,8 @@ def _diagonal_coefficients(rec: DiagonalRecurrence, p, dtype):
         "h": p.h,
         "gamma": dtype(rec.gamma),
         "initial": rec.initial,
+        "drift": None if rec.drift is None else rec.drift.astype(dtype),
+        "start": None if rec.start is None else rec.start.astype(dtype),
     }
 
 
@@ -211,6 +218,11 @@ def simulate_sfc64(
     pre = check_precond(p, opt.precond)
     # the fused loops: a linear optimiser's recurrence, or an elementwise optimiser's in-place step
     fast = p.is_diagonal and per_example is None and (opt.linear or opt.elementwise)
+    if opt.linear and opt.weight_decay and not fast:
+        raise ValueError(
+            "weight decay of a linear optimiser is simulated on diagonal problems with batch-scaled noise only "
+            "(its transition); dense Σ, a rotated basis and per_example noise are not supported yet"
+        )
     cols = min(p.d, TILE_ELEMENTS) if fast else p.d
     rows = max(1, (TILE_ELEMENTS if fast else GENERAL_TILE_ELEMENTS) // cols)
     tiles = [(r0, c0) for r0 in range(0, replicas, rows) for c0 in range(0, p.d, cols)]

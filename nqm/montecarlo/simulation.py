@@ -109,6 +109,8 @@ def simulate(
         ([0, 50], 64)
     """
     opt = as_optimizer(opt)
+    if not opt.linear and getattr(opt, "weight_decay", 0.0) and p.optimum is not None and np.any(p.optimum):
+        raise ValueError(f"{type(opt).__name__}'s weight decay with an optimum θ* ≠ 0 is not simulated yet")
     xp, counter = choose_engine(backend, generator, per_example)
     batch_size = float(check_batch_size(batch_size, integer=per_example is not None))
     steps, replicas = check_count("steps", steps), check_replicas(replicas)

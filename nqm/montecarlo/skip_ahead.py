@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..checks import check_batch_size, check_init_var, check_replicas
-from ..noise import step_coefficients
+from ..noise import decay_pull, step_coefficients
 from ..optim import as_optimizer, require_linear
 from ..problem import NoisyQuadratic
 from .backend import resolve as resolve_backend
@@ -45,6 +45,8 @@ def step_map(p: NoisyQuadratic, opt, batch_size, xp=np):
     """One step's (A, Q), each (d, m, m), of a linear optimiser (or a step ε, meaning SGD): A = F and
     Q = σ² g gᵀ from its transition (:mod:`nqm.optim`), m its number of state components."""
     opt = require_linear(as_optimizer(opt), "skip-ahead")
+    if decay_pull(p, opt) is not None:
+        raise ValueError("skip-ahead runs homogeneous maps: weight decay with an optimum θ* ≠ 0 is not supported yet")
     lam, sigma = step_coefficients(p, opt, batch_size)
     big_a, gain = opt.transition(lam)
     noise = gain * sigma[:, None]  # the direction each state takes the step's normal

@@ -1,0 +1,201 @@
+"""Weight decay (coupled and decoupled) of SGD and heavy ball, with an optimum θ* ≠ 0: exact against an independent
+recursion written in the parameters θ, stationary losses against hand-derived closed forms, first hits against a
+step-by-step scan, the simulators against the exact curves (with a planted error), and λ = 0 as plain SGD."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import problems
+from test_montecarlo import assert_agrees_and_control_rejected
+
+import nqm
+from nqm import dynamics, optim
+
+H = np.array([1.0, 0.5, 0.2, 0.05, 0.01])
+C = np.array([0.3, 0.2, 0.5, 0.1, 0.05])
+OPTIMUM = np.array([1.0, -2.0, 0.5, 3.0, -1.0])
+PRE = np.array([1.0, 2.0, 0.5, 3.0, 1.5])
+V0 = np.array([0.5, 1.0, 2.0, 0.3, 1.0])
+B = 4.0
+
+DECAYING = {
+    "sgd coupled": optim.sgd(0.3, weight_decay=0.4),
+    "sgd coupled, P": optim.sgd(0.3, PRE, weight_decay=0.4),
+    "sgd decoupled, P": optim.sgd(0.3, PRE, weight_decay=0.4, decoupled=True),
+    "heavy ball coupled": optim.heavy_ball(0.2, 0.7, weight_decay=0.4),
+    "heavy ball coupled, P": optim.heavy_ball(0.2, 0.7, PRE, weight_decay=0.4),
+    "heavy ball decoupled, P": optim.heavy_ball(0.2, 0.7, PRE, weight_decay=0.4, decoupled=True),
+}
+
+
+def _problem(optimum=OPTIMUM):
+    return nqm.NoisyQuadratic(H, C, optimum=optimum)
+
+
+def parameter_recursion(opt, steps, optimum=OPTIMUM, v0=V0):
+    """E[L_t] step by step on the state (θ, v) in the parameters themselves (not the error θ − θ*): mean and
+    covariance of ``v ← βv + P(g + λ_c θ)``, ``θ ← θ − εv − ελ_d θ`` with ``g = H(θ − θ*) + ξ``, θ₀ ~ N(θ*, v0),
+    v₀ = 0 (β = 0 for SGD)."""
+    d = H.size
+    pre = np.ones(d) if opt.precond is None else opt.precond
+    eps, lam, beta = opt.lr, opt.weight_decay, getattr(opt, "momentum", 0.0)
+    coupled, decoupled = (0.0, lam) if opt.decoupled else (lam, 0.0)
+    a, b, n = np.zeros((d, 2, 2)), np.zeros((d, 2)), np.zeros((d, 2))
+    a[:, 1, 0], a[:, 1, 1], b[:, 1], n[:, 1] = pre * (H + coupled), beta, -pre * H * optimum, pre
+    a[:, 0, 0], a[:, 0, 1] = 1 - eps * a[:, 1, 0] - eps * decoupled, -eps * beta
+    b[:, 0], n[:, 0] = -eps * b[:, 1], -eps * pre
+    mean = np.stack([np.broadcast_to(optimum, (d,)).astype(float), np.zeros(d)], 1)
+    cov = np.zeros((d, 2, 2))
+    cov[:, 0, 0] = v0
+    out = []
+    for _ in range(steps + 1):
+        out.append(0.5 * H @ ((mean[:, 0] - optimum) ** 2 + cov[:, 0, 0]))
+        mean = np.einsum("dij,dj->di", a, mean) + b
+        cov = a @ cov @ np.swapaxes(a, 1, 2) + (C / B)[:, None, None] * n[:, :, None] * n[:, None, :]
+    return np.array(out)
+
+
+@pytest.mark.parametrize("name", DECAYING)
+def test_expected_loss_with_weight_decay_equals_a_recursion_in_the_parameters(name):
+    opt = DECAYING[name]
+    exact = dynamics.expected_loss(_problem(), opt, B, 400, init_var=V0).mean
+    np.testing.assert_allclose(exact, parameter_recursion(opt, 400), rtol=1e-12)
+
+
+def _stationary_by_hand(opt):
+    """½Σh(x∞² + Var∞), derived per case: the mean's fixed point of the regularised step and the AR variance."""
+    pre = np.ones(H.size) if opt.precond is None else opt.precond
+    eps, lam, beta = opt.lr, opt.weight_decay, getattr(opt, "momentum", 0.0)
+    q = eps**2 * pre**2 * C / B
+    if not opt.decoupled:  # the curvature h + λ, pulled to −λθ*/(h + λ)
+        x_inf = -lam * OPTIMUM / (H + lam)
+        k = eps * pre * (H + lam)
+        var = (1 + beta) * q / ((1 - beta) * k * (2 * (1 + beta) - k))
+    elif beta == 0:  # θ ← (1 − ελ − εph)θ + …
+        x_inf = -lam * OPTIMUM / (pre * H + lam)
+        r = eps * pre * H + eps * lam
+        var = q / (r * (2 - r))
+    else:  # AR(2) x' = a₁x + a₂x₋ with a₁ = 1 + β − λ − δ, a₂ = −β(1 − δ)
+        delta = eps * lam
+        x_inf = -lam * (1 - beta) * OPTIMUM / (pre * H + lam * (1 - beta))
+        a1, a2 = 1 + beta - eps * pre * H - delta, -beta * (1 - delta)
+        var = q * (1 - a2) / ((1 + a2) * ((1 - a2) ** 2 - a1**2))
+    return 0.5 * H @ (x_inf**2 + var)
+
+
+@pytest.mark.parametrize("name", DECAYING)
+def test_stationary_loss_with_weight_decay_is_the_derived_closed_form(name):
+    opt = DECAYING[name]
+    assert dynamics.steady_state_loss(_problem(), opt, B) == pytest.approx(_stationary_by_hand(opt), rel=1e-12)
+
+
+def test_the_bias_is_the_regularised_objective_s_minimiser():
+    """Coupled decay's mean settles at argmin ½(θ − θ*)ᵀH(θ − θ*) + ½λ|θ|² = Hθ*/(H + λ), whatever ε, β and P."""
+    p, lam = _problem(), 0.4
+    for opt in (optim.sgd(0.3, PRE, weight_decay=lam), optim.heavy_ball(0.05, 0.9, weight_decay=lam)):
+        lam_t, _ = nqm.noise.step_coefficients(p, opt, B)
+        pull = nqm.noise.decay_pull(p, opt)
+        theta_inf = OPTIMUM + dynamics.decay_fixed_point(opt, lam_t, pull.step)[:, 0]
+        np.testing.assert_allclose(theta_inf, H * OPTIMUM / (H + lam), rtol=1e-13)
+
+
+@pytest.mark.parametrize("name", ["sgd decoupled, P", "heavy ball decoupled, P", "heavy ball coupled"])
+def test_steps_to_target_with_weight_decay_is_the_first_hit_of_the_recursion(name):
+    opt = DECAYING[name]
+    curve = parameter_recursion(opt, 3000)
+    for target in np.quantile(curve, [0.05, 0.3, 0.7]):
+        first = int(np.argmax(curve <= target))
+        assert dynamics.steps_to_target(_problem(), opt, B, target, init_var=V0) == first
+    assert dynamics.steps_to_target(_problem(), opt, B, 0.5 * curve.min(), init_var=V0, max_steps=3000) == np.inf
+
+
+@settings(max_examples=25, deadline=None)
+@given(p=problems(max_d=6), lr=st.floats(0.01, 0.9), beta=st.sampled_from([0.0, 0.5, 0.9]))
+def test_no_weight_decay_is_the_plain_optimiser_bit_for_bit(p, lr, beta):
+    lr = lr / p.h.max()
+    q = nqm.NoisyQuadratic(p.h, p.c, optimum=np.linspace(-1, 2, p.d))
+    for decoupled in (False, True):
+        plain, zero = optim.heavy_ball(lr, beta), optim.heavy_ball(lr, beta, weight_decay=0.0, decoupled=decoupled)
+        assert np.array_equal(dynamics.expected_loss(p, plain, 3, 50).mean, dynamics.expected_loss(q, zero, 3, 50).mean)
+    # and decay with θ* = 0 has no pull: the optimum given as zeros is the optimum not given
+    decaying = optim.heavy_ball(lr, beta, weight_decay=0.3)
+    zero_optimum = nqm.NoisyQuadratic(p.h, p.c, optimum=np.zeros(p.d))
+    assert np.array_equal(
+        dynamics.expected_loss(p, decaying, 3, 50).mean, dynamics.expected_loss(zero_optimum, decaying, 3, 50).mean
+    )
+
+
+def test_simulation_with_no_weight_decay_is_the_plain_run_bit_for_bit():
+    p = _problem()
+    for plain, zero in (
+        (optim.sgd(0.3, PRE), optim.sgd(0.3, PRE, weight_decay=0.0, decoupled=True)),
+        (optim.heavy_ball(0.2, 0.7), optim.heavy_ball(0.2, 0.7, weight_decay=0.0)),
+    ):
+        a = nqm.simulate(p, plain, B, 30, 64, seed=5, init_var=V0)
+        b = nqm.simulate(p, zero, B, 30, 64, seed=5, init_var=V0)
+        assert np.array_equal(a.mean, b.mean)
+
+
+def test_decoupled_and_coupled_sgd_agree_without_a_preconditioner():
+    p = _problem()
+    coupled = dynamics.expected_loss(p, optim.sgd(0.3, weight_decay=0.4), B, 200, init_var=V0).mean
+    decoupled = dynamics.expected_loss(p, optim.sgd(0.3, weight_decay=0.4, decoupled=True), B, 200, init_var=V0).mean
+    np.testing.assert_allclose(decoupled, coupled, rtol=1e-13)
+
+
+@pytest.mark.parametrize("name", ["sgd decoupled, P", "heavy ball decoupled, P", "heavy ball coupled, P"])
+def test_simulation_with_weight_decay_agrees_with_the_exact_curve(name):
+    """Both dtypes against E[L_t]; planted error: the same run without the pull towards 0 (an optimum of 0)."""
+    opt, p = DECAYING[name], _problem()
+    at = [1, 5, 20, 100, 300]
+    exact = dynamics.expected_loss(p, opt, B, 300, init_var=V0, at=at).mean
+    planted = dynamics.expected_loss(nqm.NoisyQuadratic(H, C), opt, B, 300, init_var=V0, at=at).mean
+    for dtype in (np.float64, np.float32):
+        run = nqm.simulate(p, opt, B, 300, 4000, seed=11, init_var=V0, at=at, dtype=dtype)
+        assert_agrees_and_control_rejected(run.mean, run.sem, exact, planted)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: optim.sgd(0.5, weight_decay=-1.0), "weight_decay"),
+        (lambda: optim.sgd(0.5, weight_decay=np.nan), "weight_decay"),
+        (lambda: optim.sgd(0.5, weight_decay=2.0, decoupled=True), "lr·weight_decay"),
+        (lambda: optim.heavy_ball(0.5, 0.9, weight_decay=0.1, decoupled="yes"), "decoupled"),
+        (lambda: optim.ema(optim.sgd(0.1, weight_decay=0.1), 0.9), "ema"),
+        (lambda: nqm.NoisyQuadratic(H, C, optimum=[1.0, 2.0]), "optimum"),
+        (
+            lambda: nqm.simulate(_problem(), optim.sgd(0.1, weight_decay=0.1), B, 5, 4, generator="philox"),
+            "sfc64",
+        ),
+        (
+            lambda: nqm.simulate(
+                nqm.NoisyQuadratic(H, C, basis=np.eye(5)[::-1]), optim.sgd(0.1, weight_decay=0.1), B, 5, 4
+            ),
+            "diagonal",
+        ),
+        (lambda: nqm.simulate(_problem(), optim.adamw(0.01, weight_decay=0.1), B, 5, 4), "optimum"),
+        (lambda: nqm.LeastSquares(H, 0.1).expected_loss(optim.sgd(0.1, weight_decay=0.1), 2, 3), "weight decay"),
+        (lambda: dynamics.coordinate_variance(_problem(), optim.sgd(0.1, weight_decay=0.1), B, 3), "weight decay"),
+        (
+            lambda: nqm.montecarlo.simulate_checkpoints(_problem(), optim.sgd(0.1, weight_decay=0.1), B, [3], 4),
+            "optimum",
+        ),
+    ],
+)
+def test_what_weight_decay_does_not_support_is_a_clear_error(call, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        call()
+
+
+def test_the_counter_engine_runs_weight_decay_when_the_optimum_is_zero():
+    """Without a pull the decay lives in the transition, so Philox streams carry it (the CUDA kernel reads the same
+    coefficients): against the exact curve, planted error: no decay."""
+    p = nqm.NoisyQuadratic(H, C)
+    opt = optim.heavy_ball(0.2, 0.7, PRE, weight_decay=0.4, decoupled=True)
+    at = [1, 5, 20, 100]
+    exact = dynamics.expected_loss(p, opt, B, 100, init_var=V0, at=at).mean
+    planted = dynamics.expected_loss(p, optim.heavy_ball(0.2, 0.7, PRE), B, 100, init_var=V0, at=at).mean
+    run = nqm.simulate(p, opt, B, 100, 4000, seed=3, init_var=V0, at=at, generator="philox")
+    assert_agrees_and_control_rejected(run.mean, run.sem, exact, planted)
