@@ -199,3 +199,61 @@ def test_the_counter_engine_runs_weight_decay_when_the_optimum_is_zero():
     planted = dynamics.expected_loss(p, optim.heavy_ball(0.2, 0.7, PRE), B, 100, init_var=V0, at=at).mean
     run = nqm.simulate(p, opt, B, 100, 4000, seed=3, init_var=V0, at=at, generator="philox")
     assert_agrees_and_control_rejected(run.mean, run.sem, exact, planted)
+
+
+def _tuning_problem():
+    h = 1.0 / np.arange(1, 41)
+    return nqm.NoisyQuadratic(h, h.copy(), optimum=np.random.default_rng(7).standard_normal(40))
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_tuned_weight_decay_steps_are_exact_first_hits_and_beat_a_grid(decoupled):
+    """The tuned (ε, λ) reach the target in exactly the reported steps (an independent scan), and no point of a
+    12 × 12 grid (ε around ε*, λ over the searched range) does better among the runs that stay below the target
+    (stationary loss under it: the tuner's domain; with decay a run can dip below the target on its way to a floor
+    above it)."""
+    p = _tuning_problem()
+    pre = p.h**-0.25
+    target = 0.12 * 0.5 * p.h.sum()
+    batches = np.array([1.0, 16.0, 256.0])
+    runs = dynamics.optimal_steps_to_target(p, target, batches, precond=pre, weight_decay="tune", decoupled=decoupled)
+    assert runs.weight_decay is not None and runs.decoupled is decoupled
+    for i, b in enumerate(batches):
+        opt = runs.optimizer(i)
+        assert opt.weight_decay == runs.weight_decay[i] and opt.decoupled is decoupled
+        assert dynamics.steps_to_target(p, opt, b, target) == runs.steps[i]
+        candidates = [
+            optim.sgd(e, pre, lam, decoupled)
+            for e in runs.lr[i] * np.geomspace(0.25, 1.5, 12)
+            for lam in np.geomspace(1e-3 * p.h.min(), p.h.max(), 12)  # the searched range
+            if not decoupled or e * lam < 1
+        ]
+        settled = [o for o in candidates if dynamics.steady_state_loss(p, o, b) < target]
+        assert len(settled) > 20
+        grid = [dynamics.steps_to_target(p, o, b, target, max_steps=int(runs.steps[i])) for o in settled]
+        assert min(grid) >= runs.steps[i]
+
+
+def test_held_weight_decay_is_the_best_step_at_that_decay():
+    p = _tuning_problem()
+    target = 0.3 * 0.5 * p.h.sum()
+    runs = dynamics.optimal_steps_to_target(p, target, [4.0], weight_decay=0.02)
+    assert runs.weight_decay[0] == 0.02
+    lrs = np.geomspace(0.05, 1.9, 60)
+    grid = [dynamics.steps_to_target(p, optim.sgd(e, weight_decay=0.02), 4, target) for e in lrs]
+    assert runs.steps[0] <= min(grid)
+    assert dynamics.steps_to_target(p, runs.optimizer(0), 4, target) == runs.steps[0]
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"weight_decay": "tuned"}, "weight_decay"),
+        ({"weight_decay": -0.1}, "weight_decay"),
+        ({"weight_decay": 0.1, "family": "heavy_ball"}, "family"),
+        ({"weight_decay": 0.1, "decoupled": 1}, "decoupled"),
+    ],
+)
+def test_bad_weight_decay_choices_for_the_tuner_are_clear_errors(kwargs, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        dynamics.optimal_steps_to_target(_tuning_problem(), 1.0, [4.0], **kwargs)

@@ -31,6 +31,7 @@ from .critical_scaling import (
     small_batch_examples,
 )
 from .expected import (
+    DecayedSgdMoments,
     coordinate_variance,
     decay_fixed_point,
     decay_mean,
@@ -78,6 +79,7 @@ __all__ = [
     "coordinate_variance",
     "decay_fixed_point",
     "decay_mean",
+    "DecayedSgdMoments",
     "noise_scales_along",
     "fit_frontier",
     "steps_to_target",

@@ -39,6 +39,7 @@ __all__ = [
     "powered_second_moments",
     "decay_mean",
     "decay_fixed_point",
+    "DecayedSgdMoments",
 ]
 
 # Coordinates per block: bounds memory at about 2**16 × (matrix size)² × (number of powers) floats.
@@ -190,6 +191,34 @@ def decay_mean(opt, lam, pull, start, t):
         f, _ = opt.transition(lam)
         r0, r1 = TwoStateMoments(f, np.zeros_like(pull), 0.0, (1.0, 0.0)).row(tt)
         return s_inf[:, 0] + r0 * dev[:, 0] + r1 * dev[:, 1]
+
+
+class DecayedSgdMoments:
+    r"""``E[x_t²]`` per coordinate of SGD with weight decay's pull, for many rows at once (the tuner's form of
+    :func:`decay_mean`): ``x' = (1 − r)x + r·x∞ − σz`` from ``E x₀ = 0``, ``E x₀² = V₀``, with r = ε times the
+    decayed curvature and x∞ the biased fixed point,
+
+    .. math:: \mathbb E[x_t^2] = V_t(r, q, V_0) + x_\infty^2\,\big(1 - (1 - r)^t\big)^2
+
+    (:func:`sgd_variance` for V_t). Arrays broadcast; ``at(t)`` takes integer t broadcasting against them."""
+
+    def __init__(self, rate, noise_var, v0, x_inf):
+        self.rate, self.q, self.v0, self.x_inf = rate, noise_var, v0, x_inf
+        self.log_abs = log_abs_one_minus(rate)
+
+    def at(self, t):
+        t = np.asarray(t, dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            sign = np.where(np.mod(t, 2) == 1, -1.0, 1.0)
+            rest = np.where(self.rate <= 1, -np.expm1(t * self.log_abs), 1.0 - sign * np.exp(t * self.log_abs))
+            return sgd_variance(self.rate, self.q, self.v0, t) + (self.x_inf * rest) ** 2
+
+    def stationary(self):
+        """lim E[x_t²]: the noise's floor q/(r(2 − r)) plus the bias x∞² (inf where unstable)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where((self.rate > 0) & (self.rate < 2), self.q / (self.rate * (2 - self.rate)), np.inf) + (
+                self.x_inf**2
+            )
 
 
 def expected_loss(p: NoisyQuadratic, opt, batch_size, steps: int, *, init_var=1.0, at=None) -> LossCurve:

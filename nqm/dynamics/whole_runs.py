@@ -45,7 +45,7 @@ from ..optim import (
     stable_lr_bound,
 )
 from ..problem import NoisyQuadratic, check_precond
-from .expected import decay_mean, log_abs_one_minus, second_moments, steady_state_loss
+from .expected import DecayedSgdMoments, decay_mean, log_abs_one_minus, second_moments, steady_state_loss
 from .moments import (
     EmaMoments,
     HeavyBallMoments,
@@ -296,7 +296,8 @@ class OptimalRuns:
     steps_continuous (the continuous optimum t*, for plots and fits), interior (True where the optimum
     is a stationary point of t(ε); False where it sits on the edge of the searched range), the tuned
     ``momentum`` β (heavy ball, Nesterov) or ``ema`` γ per batch size (None where the family has none), the
-    ``family`` and the ``precond`` they were tuned with. ``optimizer(i)`` is the tuned value of batch size i.
+    ``family`` and the ``precond`` they were tuned with, and SGD's ``weight_decay`` λ per batch size (tuned or held;
+    None without) and whether it is ``decoupled``. ``optimizer(i)`` is the tuned value of batch size i.
     """
 
     batch_sizes: np.ndarray
@@ -309,10 +310,14 @@ class OptimalRuns:
     ema: np.ndarray | None = None
     family: str = "sgd"
     precond: np.ndarray | None = None
+    weight_decay: np.ndarray | None = None
+    decoupled: bool = False
 
     def optimizer(self, i: int):
         """The tuned optimiser value (:mod:`nqm.optim`) of batch size ``batch_sizes[i]``."""
         lr = float(self.lr[i])
+        if self.weight_decay is not None:
+            return sgd(lr, self.precond, float(self.weight_decay[i]), self.decoupled)
         if self.family == "heavy_ball":
             return heavy_ball(lr, float(self.momentum[i]), self.precond)
         if self.family == "nesterov":
@@ -348,8 +353,11 @@ class _TunedLoss:
     """E[L_t] for rows of (ε, β) — heavy ball or Nesterov — or (ε, γ) — an EMA of SGD — in closed form
     (:mod:`nqm.dynamics.moments`); ``hp`` is the hyper-parameter β or γ of each row."""
 
+    decoupled = False
+
     def __init__(self, p: NoisyQuadratic, batch_sizes, init_var, precond, family: str):
         pre = check_precond(p, precond)
+        self.precond = None if precond is None else pre
         self.family = family
         self.half_h = 0.5 * p.h
         self.kappa = pre * p.h
@@ -411,6 +419,18 @@ class _TunedLoss:
         """Largest stable ε: λ_max below the family's bound (:func:`nqm.optim.stable_lr_bound`)."""
         return stable_lr_bound(self.family, hp) / self.kappa.max()
 
+    def search_range(self) -> tuple[float, float]:
+        """The range of s searched, with ``hp = hp_of(s)``: log(1 − h) for h = β or γ in [10⁻⁶, 1 − 10⁻⁴]."""
+        return _H_LOG_RANGE
+
+    @staticmethod
+    def hp_of(s):
+        return -np.expm1(s)
+
+    def result_fields(self, hp) -> dict:
+        """The tuned hyper-parameter as :class:`OptimalRuns` names it."""
+        return {"ema": hp} if self.family == "ema" else {"momentum": hp}
+
     def feasible_lr(self, hp, target):
         """Per row, the ε (just below the stability edge) at which the stationary loss reaches ``target``.
 
@@ -450,6 +470,49 @@ def _first_hit_pruned(moments: HeavyBallMoments, half_h, target: float, until: i
         middle = (first + last) // 2
         intervals += [(middle + 1, last), (first, middle)]  # the left half is popped first
     return until
+
+
+class _DecayTunedLoss(_TunedLoss):
+    """E[L_t] of SGD with weight decay λ for rows of (ε, λ), with the problem's optimum θ* (towards which the decay
+    does not pull): closed form per coordinate (:class:`~nqm.dynamics.DecayedSgdMoments`). λ is searched on log λ
+    over [10⁻³·h_min, h_max], or held at ``decay``."""
+
+    def __init__(self, p: NoisyQuadratic, batch_sizes, init_var, precond, decay, decoupled: bool):
+        self.pre = check_precond(p, precond)
+        self.precond = None if precond is None else self.pre
+        self.family = "sgd"
+        self.decoupled = decoupled
+        self.h, self.half_h = p.h, 0.5 * p.h
+        self.optimum = np.zeros(p.d) if p.optimum is None else p.optimum
+        self.noise = injected_variance(p, batch_sizes[:, None], self.pre)
+        self.v0 = check_init_var(init_var, p.d)
+        self.range = (np.log(1e-3 * p.h.min()), np.log(p.h.max())) if decay == "tune" else (np.log(decay),) * 2
+
+    def _decayed_kappa(self, decay):
+        """The curvature a step ε multiplies, per row: p(h + λ) coupled, ph + λ decoupled."""
+        return self.pre * (self.h + decay) if not self.decoupled else self.pre * self.h + decay
+
+    def _moments(self, eps, hp, v0, rows=slice(None)):
+        lam = hp[..., None]
+        kappa = self._decayed_kappa(lam)
+        pulled = lam * (1.0 if self.decoupled else self.pre) * self.optimum  # the pull per unit ε
+        return DecayedSgdMoments(eps[..., None] * kappa, eps[..., None] ** 2 * self.noise[rows], v0, -pulled / kappa)
+
+    def stationary(self, eps, hp):
+        return self._moments(eps, hp, self.v0).stationary() @ self.half_h
+
+    def stability_edge(self, hp):
+        return 2.0 / self._decayed_kappa(np.asarray(hp)[..., None]).max(axis=-1)
+
+    def search_range(self) -> tuple[float, float]:
+        return self.range
+
+    @staticmethod
+    def hp_of(s):
+        return np.exp(s)
+
+    def result_fields(self, hp) -> dict:
+        return {"weight_decay": hp}
 
 
 def _first_crossing(loss: _TunedLoss, eps, hp, target, guess=None, max_steps=2.0**50):
@@ -550,18 +613,18 @@ _GOLDEN_STEPS = 16
 _SCAN_BUDGET = 1 << 25  # final runs of at most this many coordinate-steps are checked step by step
 
 
-def _optimal_tuned(p, target, b, init_var, precond, family) -> OptimalRuns:
-    """Fewest steps over (ε, hp) per batch size (hp = β or γ): golden sections on log(1 − hp) around golden
-    sections on log ε.
+def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
+    """Fewest steps over (ε, hp) per batch size (hp = β, γ or λ, searched on the loss's ``s`` scale: log(1 − hp)
+    or log λ): golden sections on s around golden sections on log ε.
 
     For each hp the inner search runs over ε up to ``feasible_lr`` (stable, stationary loss below target);
     steps are the integer first crossings of the closed form and the objective their continuous
-    interpolation, so the searches see a continuous function. 18 × 18 crossings per batch size.
+    interpolation, so the searches see a continuous function. 18 × 18 crossings per batch size (18 where hp is
+    held fixed).
     """
-    loss = _TunedLoss(p, b, init_var, precond, family)
 
     def best_lr(s, guess):
-        hp = -np.expm1(s)
+        hp = loss.hp_of(s)
         eps_hi = loss.feasible_lr(hp, target)
         hi = np.log(eps_hi)
         z, t = _golden_min(
@@ -569,8 +632,9 @@ def _optimal_tuned(p, target, b, init_var, precond, family) -> OptimalRuns:
         )
         return np.exp(z), t, eps_hi
 
-    lo, hi = (np.full(b.size, v) for v in _H_LOG_RANGE)
-    s, _ = _golden_min(lambda s, g: best_lr(s, g)[1], lo, hi, _GOLDEN_STEPS)
+    lo, hi = (np.full(b.size, v) for v in loss.search_range())
+    held = bool(np.all(lo == hi))
+    s = lo if held else _golden_min(lambda s, g: best_lr(s, g)[1], lo, hi, _GOLDEN_STEPS)[0]
     eps, _, eps_hi = best_lr(s, None)
     # t(ε, hp) is jagged where E[L] still oscillates at the target (heavy ball at large B: the crossing
     # jumps between troughs); a 5 × 5 patch of exact crossings around the optimum picks the best nearby.
@@ -578,7 +642,7 @@ def _optimal_tuned(p, target, b, init_var, precond, family) -> OptimalRuns:
     best = (np.full(b.size, np.inf), np.full(b.size, np.inf), eps, s, eps_hi)
     for ds in offsets:
         s_c = np.clip(s + ds, lo, hi)
-        hp_c = -np.expm1(s_c)
+        hp_c = loss.hp_of(s_c)
         cap = loss.feasible_lr(hp_c, target)
         for dz in offsets:
             eps_c = np.minimum(eps * np.exp(dz), cap)
@@ -586,17 +650,34 @@ def _optimal_tuned(p, target, b, init_var, precond, family) -> OptimalRuns:
             better = (st < best[0]) | ((st == best[0]) & (ct < best[1]))
             best = tuple(np.where(better, new, old) for new, old in zip((st, ct, eps_c, s_c, cap), best))
     steps, cont, eps, s, eps_hi = best
-    hp = -np.expm1(s)
+    hp = loss.hp_of(s)
     # The bracketing search finds a crossing. Short runs (steps·d ≤ 2^25, e.g. heavy ball at large B, where
     # the oscillations are alive at the target) are then checked at every earlier step: exact first hits.
     for i in np.nonzero(steps * p.d <= _SCAN_BUDGET)[0]:
         steps[i] = loss.first_hit_by_scan(i, eps[i], hp[i], target, int(steps[i]))
     # interior: neither ε nor hp within a hair of its searched bounds
     span = hi - lo
-    interior = (eps < eps_hi * (1 - 1e-3)) & (s > lo + 1e-3 * span) & (s < hi - 1e-3 * span)
-    extra = {"ema": hp} if family == "ema" else {"momentum": hp}
-    pre = None if precond is None else check_precond(p, precond)
-    return OptimalRuns(b, steps, b * steps, eps, cont, interior, **extra, family=family, precond=pre)
+    interior = (eps < eps_hi * (1 - 1e-3)) & (held | ((s > lo + 1e-3 * span) & (s < hi - 1e-3 * span)))
+    fields = loss.result_fields(hp)
+    return OptimalRuns(
+        b, steps, b * steps, eps, cont, interior, **fields, family=loss.family, precond=loss.precond,
+        decoupled=loss.decoupled,
+    )  # fmt: skip
+
+
+def _check_decay_choice(weight_decay, decoupled, family):
+    """None (no decay), a held λ > 0, or "tune"; weight decay is tuned for SGD only."""
+    if isinstance(weight_decay, str):
+        if weight_decay != "tune":
+            raise ValueError(f"weight_decay must be a number >= 0 or 'tune', got {weight_decay!r}")
+        decay = "tune"
+    else:
+        decay = check_real("weight_decay", weight_decay, low=0.0) or None
+    if not isinstance(decoupled, (bool, np.bool_)):
+        raise TypeError(f"decoupled must be True or False, got {decoupled!r}")
+    if decay is not None and family != "sgd":
+        raise ValueError(f"weight decay is tuned for family='sgd' only (not yet for {family!r})")
+    return decay
 
 
 def _golden_min(objective, lo, hi, iterations: int):
@@ -630,6 +711,8 @@ def optimal_steps_to_target(
     family: str = "sgd",
     init_var=1.0,
     precond=None,
+    weight_decay=0.0,
+    decoupled: bool = False,
 ) -> OptimalRuns:
     """Fewest steps to reach ``target`` at each batch size, over the hyper-parameters of an optimiser family.
 
@@ -655,6 +738,11 @@ def optimal_steps_to_target(
     checked at every step, so their steps are exact first hits; ``interior`` is False where ε or h sits at
     an end of its range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed).
 
+    ``weight_decay`` (SGD only): λ held at a number, or ``"tune"``d on log λ over [10⁻³·h_min, h_max], coupled or
+    ``decoupled`` (:mod:`nqm.optim`); the runs then start from E[θ₀] = θ* (the problem's ``optimum``, towards which
+    the decay does not pull) and are searched as the momentum families are, on the closed form of
+    :class:`~nqm.dynamics.DecayedSgdMoments`. With θ* = 0, decay only adds curvature and a tuned λ runs to h_max.
+
     References: Zhang et al. 2019 (arXiv:1907.04164), Fig. 2–3 (SGD), 5 (momentum), 7 (EMA);
     McCandlish et al. 2018, §2.3.
     """
@@ -662,8 +750,11 @@ def optimal_steps_to_target(
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     target = check_target(target)
     b = check_batch_sizes(batch_sizes)
+    decay = _check_decay_choice(weight_decay, decoupled, family)
+    if decay is not None:
+        return _optimal_tuned(p, target, b, _DecayTunedLoss(p, b, init_var, precond, decay, bool(decoupled)))
     if family != "sgd":
-        return _optimal_tuned(p, target, b, init_var, precond, family)
+        return _optimal_tuned(p, target, b, _TunedLoss(p, b, init_var, precond, family))
     loss = _SGDLoss(p, b, init_var, precond)
     n = b.size
     if loss.value(np.zeros(n), np.ones(n) * 1e-12)[0] <= target:
