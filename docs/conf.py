@@ -66,6 +66,7 @@ API = [
     "nqm.problem",
     "nqm.problem_file",
     "nqm.least_squares",
+    "nqm.finite_data",
     "nqm.info",
     "nqm.curves",
     "nqm.sweep",

@@ -8,10 +8,13 @@ Three engines share one problem description (:class:`NoisyQuadratic`):
   exact one-step law;
 * :mod:`nqm.dynamics` — exact expected training dynamics (Zhang et al. 2019, arXiv:1907.04164);
 * :func:`nqm.simulate` — Monte Carlo of any optimiser on many replicas, with standard errors
-  (:mod:`nqm.montecarlo`, which also tunes the step by simulation).
+  (:mod:`nqm.montecarlo`, which also tunes the step by simulation);
+* :class:`nqm.FiniteDataset` — a finite training set revisited in epochs, minibatches without replacement, and the
+  training loss against the population loss (:mod:`nqm.finite_data`).
 """
 
 from . import dynamics, estimators, montecarlo, noise, optim, spectra, theory
+from .finite_data import FiniteDataset
 from .least_squares import LeastSquares
 from .montecarlo import (
     GradientNormTrace,
@@ -27,6 +30,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "GradientNormTrace",
+    "FiniteDataset",
     "LeastSquares",
     "NoisyQuadratic",
     "OneStepResult",

@@ -41,6 +41,7 @@ def test_readme_tour(tmp_path, monkeypatch):
         "nqm.montecarlo.backend",
         "nqm.montecarlo.skip_ahead",
         "nqm.montecarlo.simulation",
+        "nqm.finite_data",
     ],
 )
 def test_docstring_examples(module):

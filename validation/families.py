@@ -51,6 +51,9 @@ class Budget:
     d_decay: int = 100
     decay_replicas: int = 2000
     decay_steps: int = 300
+    d_finite: int = 20
+    finite_examples: int = 256
+    finite_replicas: int = 8000
 
     @classmethod
     def make(cls, quick: bool) -> Budget:
@@ -86,6 +89,9 @@ class Budget:
                 d_decay=100,
                 decay_replicas=2000,
                 decay_steps=300,
+                d_finite=20,
+                finite_examples=256,
+                finite_replicas=4000,
             )
         return cls(
             quick=False,
@@ -118,6 +124,9 @@ class Budget:
             d_decay=300,
             decay_replicas=4000,
             decay_steps=600,
+            d_finite=50,
+            finite_examples=1024,
+            finite_replicas=20000,
         )
 
 

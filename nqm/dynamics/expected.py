@@ -37,7 +37,7 @@ __all__ = [
     "noise_scales_along",
     "second_moments",
     "powered_second_moments",
-    "decay_mean",
+    "mean_path",
     "decay_fixed_point",
     "DecayedSgdMoments",
 ]
@@ -168,10 +168,12 @@ def decay_fixed_point(opt, lam, pull) -> np.ndarray:
     return np.repeat(x_inf[:, None], opt.order, axis=1)
 
 
-def decay_mean(opt, lam, pull, start, t):
-    r"""``E[x_t]`` (T, n) of θ's error under weight decay's constant pull (:class:`nqm.noise.DecayPull`: ``pull``
-    each step, ``start`` at t = 0, both (n, m)) from a zero-mean x₀, at sorted integer steps ``t``: with the fixed
-    point s∞ (:func:`~nqm.dynamics.decay_fixed_point`),
+def mean_path(opt, lam, pull, start, t):
+    r"""``E[x_t]`` (T, n) of θ's error x = θ − θ* when its state starts at the mean ``start`` and is pulled by a
+    constant ``pull`` each step (both (n, m)): weight decay's pull (:class:`nqm.noise.DecayPull`; x₀'s own mean is
+    0), or no pull and a start away from the optimum (a finite training set's θ_N,
+    :class:`nqm.FiniteDataset`), at sorted integer steps ``t``. With the fixed point s∞
+    (:func:`~nqm.dynamics.decay_fixed_point`, 0 without a pull),
 
     .. math:: \mathbb E[s_t] = s_\infty + F^t (s_0 - s_\infty),\qquad s_0 = \text{start}.
 
@@ -195,7 +197,7 @@ def decay_mean(opt, lam, pull, start, t):
 
 class DecayedSgdMoments:
     r"""``E[x_t²]`` per coordinate of SGD with weight decay's pull, for many rows at once (the tuner's form of
-    :func:`decay_mean`): ``x' = (1 − r)x + r·x∞ − σz`` from ``E x₀ = 0``, ``E x₀² = V₀``, with r = ε times the
+    :func:`mean_path`): ``x' = (1 − r)x + r·x∞ − σz`` from ``E x₀ = 0``, ``E x₀² = V₀``, with r = ε times the
     decayed curvature and x∞ the biased fixed point,
 
     .. math:: \mathbb E[x_t^2] = V_t(r, q, V_0) + x_\infty^2\,\big(1 - (1 - r)^t\big)^2
@@ -261,7 +263,7 @@ def expected_loss(p: NoisyQuadratic, opt, batch_size, steps: int, *, init_var=1.
         var = second_moments(opt, lam[sl], sigma[sl], v0[sl], t_sorted)
         with np.errstate(over="ignore", invalid="ignore"):
             if pull is not None:
-                var = var + decay_mean(opt, lam[sl], pull.step[sl], pull.start[sl], t_sorted) ** 2
+                var = var + mean_path(opt, lam[sl], pull.step[sl], pull.start[sl], t_sorted) ** 2
             loss += 0.5 * (var @ p.h[sl])
     loss = np.where(np.isnan(loss), np.inf, loss)  # nan only arises from inf − inf in a diverging run
     out = np.empty_like(loss)

@@ -45,7 +45,7 @@ from ..optim import (
     stable_lr_bound,
 )
 from ..problem import NoisyQuadratic, check_precond
-from .expected import DecayedSgdMoments, decay_mean, log_abs_one_minus, second_moments, steady_state_loss
+from .expected import DecayedSgdMoments, log_abs_one_minus, mean_path, second_moments, steady_state_loss
 from .moments import (
     EmaMoments,
     HeavyBallMoments,
@@ -235,7 +235,7 @@ def _dense_first_hit(p, opt, batch_size, target, init_var, max_steps):
         var = second_moments(opt, lam, sigma, v0, ts)
         with np.errstate(over="ignore", invalid="ignore"):
             if pull is not None:
-                var = var + decay_mean(opt, lam, pull.step, pull.start, ts) ** 2
+                var = var + mean_path(opt, lam, pull.step, pull.start, ts) ** 2
             losses = 0.5 * (var @ p.h)
         hit = np.nonzero(losses <= target)[0]
         if hit.size:

@@ -1,0 +1,155 @@
+r"""V22 — a finite training set: minibatches without replacement, shuffled epochs, training against population loss.
+
+N examples of zhang2019 are drawn once (:class:`nqm.FiniteDataset`); the training loss is their mean, whose
+minimiser θ_N is not the population's θ* = 0.
+
+* **Check** (Monte Carlo, one step): the noise of a batch of B distinct examples about the training gradient, in
+  the metric that enters the one-step law, ``E[(g_B − g_N)ᵀH(g_B − g_N)] = tr(HΣ_N)·(N − B)/(B(N − 1))`` at
+  B = 1, N/4, N/2, N − 1 (simulated) and N (exactly 0). Control: ``tr(HΣ_N)/B``, the independent examples' law.
+* **Check** (Monte Carlo, whole runs): the training and population losses of SGD and heavy ball when every step
+  draws its B examples afresh (independent batches, exact with the factor above, :meth:`FiniteDataset.expected_losses`).
+  Control: the with-replacement law Σ_N/B.
+* **Findings**: shuffled epochs (each example once per epoch, as training does) against independent batches and
+  with replacement, after 1, 4 and 16 epochs; and the population loss against the training loss as N grows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import nqm
+from nqm import optim
+
+from .claims import Context, Outcome
+from .report import Table
+from .stats import Check
+
+ID = "V22"
+TITLE = "a finite training set: without replacement, epochs, train vs test"
+NOT_ON_A_PROBLEM = "it draws its own training set from zhang2019"
+
+LR = 0.5  # × 1/h_max
+EPOCHS = (1, 4, 16)
+
+
+def compute(d: int, n: int, replicas: int, seed: int):
+    p = nqm.NoisyQuadratic.zhang2019(d)
+    data = nqm.FiniteDataset.draw(p, n, seed=[seed, 22])
+    rng = np.random.default_rng([seed, 22, 1])
+    checks = _one_step_checks(data, replicas, rng)
+    checks += _run_checks(data, replicas // 4, seed)
+    return checks, [_epochs_table(data, replicas // 8, seed), _generalisation_table(p, seed)]
+
+
+def _one_step_checks(data, replicas: int, rng):
+    n, trace = data.n, float(np.trace(data.h[:, None] * data.sigma))
+    batches = [1, n // 4, n // 2, n - 1, n]
+    measured, se = [], []
+    for b in batches:
+        picks = np.argsort(rng.random((replicas, n)), axis=1)[:, :b]  # B distinct examples per draw
+        dev = data.examples[picks].mean(axis=1) - data.mean_noise
+        s = np.square(dev) @ data.h
+        measured.append(s.mean())
+        se.append(s.std(ddof=1) / np.sqrt(replicas) if b < n else 0.0)
+    predicted = [trace * (n - b) / (b * (n - 1)) for b in batches]
+    check = Check(
+        "V22 a batch of B distinct examples has noise Σ_N(N − B)/(B(N − 1))",
+        f"E[(g_B − g_N)ᵀH(g_B − g_N)] at B = {', '.join(map(str, batches))} of N = {n} (0 at B = N, to the "
+        "rounding of a mean taken in another order)",
+        data.name,
+        predicted=predicted,
+        measured=measured,
+        se=se,
+        atol=1e-24 * trace,
+    )
+    control = check.control("V22 control: independent examples", "planted: tr(HΣ_N)/B", [trace / b for b in batches])
+    return [check, control]
+
+
+def _run_checks(data, replicas: int, seed: int):
+    lr = LR / float(data.h.max())
+    at = [1, 10, 50, 200, 600]
+    measured, se, exact, planted = [], [], [], []
+    for k, (opt, b) in enumerate(((optim.sgd(lr), data.n // 4), (optim.heavy_ball(0.4 * lr, 0.6), data.n // 2))):
+        run = data.simulate(opt, b, at[-1], replicas, sampling="batches", seed=[seed, 22, 2, k], at=at)
+        right = data.expected_losses(opt, b, at[-1], sampling="batches", at=at)
+        wrong = data.expected_losses(opt, b, at[-1], sampling="replacement", at=at)
+        for simulated, e, w in zip(run, right, wrong):
+            measured.append(simulated.mean)
+            se.append(simulated.sem)
+            exact.append(e.mean)
+            planted.append(w.mean)
+    check = Check(
+        "V22 training and population losses with independent batches are exact",
+        f"SGD at B = N/4 and heavy ball at B = N/2 (N = {data.n}), both losses at steps {', '.join(map(str, at))}",
+        data.name,
+        predicted=np.concatenate(exact),
+        measured=np.concatenate(measured),
+        se=np.concatenate(se),
+    )
+    control = check.control("V22 control: with replacement", "planted: the Σ_N/B law's curves", np.concatenate(planted))
+    return [check, control]
+
+
+def _epochs_table(data, replicas: int, seed: int) -> Table:
+    lr = LR / float(data.h.max())
+    rows = []
+    for b in (4, 16, 64):
+        per_epoch = data.n // b
+        at = [e * per_epoch for e in EPOCHS]
+        epochs = data.simulate(optim.sgd(lr), b, at[-1], replicas, sampling="epochs", seed=[seed, 22, 3, b], at=at)
+        batches = data.expected_losses(optim.sgd(lr), b, at[-1], sampling="batches", at=at)
+        with_replacement = data.expected_losses(optim.sgd(lr), b, at[-1], sampling="replacement", at=at)
+        for j, e in enumerate(EPOCHS):
+            rows.append(
+                [b, e, f"{epochs[0].mean[j]:.4g} ± {epochs[0].sem[j]:.2g}", batches[0].mean[j],
+                 with_replacement[0].mean[j], epochs[0].mean[j] / batches[0].mean[j],
+                 f"{epochs[1].mean[j]:.4g} ± {epochs[1].sem[j]:.2g}", batches[1].mean[j]]
+            )  # fmt: skip
+    return Table(
+        title=f"Shuffled epochs against independent batches ({data.name}, SGD ε = {LR:g}/h_max)",
+        columns=[
+            "B",
+            "epochs",
+            "training loss: epochs (MC)",
+            "independent batches (exact)",
+            "with replacement (exact)",
+            "epochs / batches",
+            "population loss: epochs (MC)",
+            "independent batches (exact)",
+        ],  # fmt: skip
+        rows=rows,
+        note="Losses are excesses over their minima (training: over L_N(θ_N); population: over L(0)). Within an epoch "
+        "every example is used once, so the epoch's batches' noise sums to zero about the training gradient: the "
+        "training loss falls far below the independent-batch floor (random reshuffling), while the population "
+        "loss stays near ½θ_NᵀHθ_N, the price of fitting N examples.",
+    )
+
+
+def _generalisation_table(p, seed: int) -> Table:
+    """Exact population and training losses after a long run with independent batches, as N grows."""
+    lr, b, steps = LR / float(p.h.max()), 8, 4000
+    rows = []
+    for n in (16, 64, 256, 1024, 4096):
+        data = nqm.FiniteDataset.draw(p, n, seed=[seed, 22, 4, n])
+        train, test = data.expected_losses(optim.sgd(lr), b, steps, sampling="batches", at=[steps])
+        bias = 0.5 * data.h @ data.optimum**2
+        rows.append([n, train.mean[0], test.mean[0], bias, bias * n])
+    return Table(
+        title=f"Population against training loss as N grows (zhang2019(d={p.d}), SGD ε = {LR:g}/h_max, B = {b}, "
+        f"{steps} steps)",
+        columns=["N", "training loss", "population loss", "½θ_NᵀHθ_N (the gap)", "N·½θ_NᵀHθ_N"],
+        rows=rows,
+        note="Exact, independent batches. Once the run has settled, E[θ] = θ_N and the population loss exceeds the "
+        "training loss by exactly ½θ_NᵀHθ_N = ½ξ̄ᵀH⁻¹ξ̄, whose mean over draws is tr(H⁻¹Σ)/(2N) = d/(2N) for "
+        "Σ = H: N times it stays near d/2 = "
+        f"{p.d / 2:g}. Small N: fewer examples, less batch noise ((N − B)/(N − 1)) and a lower training floor, but a "
+        "larger gap.",
+    )
+
+
+def run(ctx: Context) -> Outcome:
+    """V22 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
+    b = ctx.budget
+    checks, tables = compute(b.d_finite, b.finite_examples, b.finite_replicas, ctx.seed)
+    return Outcome(checks=checks, tables=tables)
