@@ -125,8 +125,8 @@ class Budget:
             decay_replicas=4000,
             decay_steps=600,
             d_finite=50,
-            finite_examples=1024,
-            finite_replicas=20000,
+            finite_examples=256,
+            finite_replicas=12000,
         )
 
 

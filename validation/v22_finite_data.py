@@ -45,10 +45,14 @@ def _one_step_checks(data, replicas: int, rng):
     n, trace = data.n, float(np.trace(data.h[:, None] * data.sigma))
     batches = [1, n // 4, n // 2, n - 1, n]
     measured, se = [], []
+    block = max(1, (1 << 22) // (n * data.d))  # draws per block: the gathered examples stay within 32 MiB
     for b in batches:
-        picks = np.argsort(rng.random((replicas, n)), axis=1)[:, :b]  # B distinct examples per draw
-        dev = data.examples[picks].mean(axis=1) - data.mean_noise
-        s = np.square(dev) @ data.h
+        s = np.empty(replicas)
+        for r0 in range(0, replicas, block):
+            rows = min(block, replicas - r0)
+            picks = np.argsort(rng.random((rows, n)), axis=1)[:, :b]  # B distinct examples per draw
+            dev = data.examples[picks].mean(axis=1) - data.mean_noise
+            s[r0 : r0 + rows] = np.square(dev) @ data.h
         measured.append(s.mean())
         se.append(s.std(ddof=1) / np.sqrt(replicas) if b < n else 0.0)
     predicted = [trace * (n - b) / (b * (n - 1)) for b in batches]
