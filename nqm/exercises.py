@@ -17,6 +17,7 @@ import numpy as np
 
 from . import dynamics, theory
 from .montecarlo import one_step_improvement
+from .noise import decay_pull, step_coefficients
 
 __all__ = ["check", "solution", "EXERCISES"]
 
@@ -84,6 +85,19 @@ def _sign_limit_by_hand(p, theta):
     return float(np.abs(g).sum() / (s @ h_x @ s))
 
 
+def _decay_bias(p, opt, batch):
+    """½Σh x∞² of SGD's coupled decay, from nqm's fixed point (the truth)."""
+    lam, _ = step_coefficients(p, opt, batch)
+    x_inf = dynamics.decay_fixed_point(opt, lam, decay_pull(p, opt).step)[:, 0]
+    return float(0.5 * p.h @ x_inf**2)
+
+
+def _decay_bias_by_hand(p, opt, batch):
+    """Coupled decay settles at argmin L + ½λ|θ|² = Hθ*/(H + λ): the error there is −λθ*/(h + λ)."""
+    lam = opt.weight_decay
+    return float(0.5 * p.h @ (lam * p.optimum / (p.h + lam)) ** 2)
+
+
 EXERCISES = {
     "noise-scale-by-hand": Exercise(
         "B_noise = tr(HΣ)/(GᵀHG) at θ, computed with NumPy from p.h, p.c and θ (not theory.noise_scale)",
@@ -121,6 +135,13 @@ EXERCISES = {
         lambda p, theta: float(theory.simple_noise_scale(p, theta)),
         _bsimple_from_two_batches,
         0.15,
+    ),
+    "weight-decay-bias": Exercise(
+        "the stationary bias ½Σh x∞² that SGD's coupled weight decay λ leaves on a problem with optimum θ*, with NumPy "
+        "from p.h, p.optimum and λ (not nqm.dynamics)",
+        _decay_bias,
+        _decay_bias_by_hand,
+        1e-8,
     ),
 }
 """The notebooks' exercises by name: the question, the true answer and the worked one, and the tolerance."""
