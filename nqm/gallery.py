@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import dynamics, plots, spectra, theory
+from . import dynamics, optim, plots, spectra, theory
+from .finite_data import FiniteDataset
 from .montecarlo import one_step_improvement, simulate
 from .problem import NoisyQuadratic
 
@@ -239,6 +240,82 @@ def ramps(d: int = 1000, seed: int = 0, target: float = 0.01, problem: NoisyQuad
     return fig
 
 
+def weight_decay(
+    d: int = 300, seed: int = 0, target: float = 0.01, problem: NoisyQuadratic | None = None, init_var=1.0
+):
+    """Weight decay with an optimum θ* ~ N(0, I) drawn from ``seed``: the stationary loss against λ (its noise and
+    its bias, coupled and decoupled with P = H^-1/2), and the fewest steps with λ tuned over those with λ = 0
+    against B, at the target and 4 and 16 times it (exact)."""
+    base = _problem(d, problem)
+    _check_target(base, target, init_var, largest=16 * target)
+    optimum = np.random.default_rng([seed, 21]).standard_normal(base.d)
+    p = NoisyQuadratic(base.h, base.c, optimum=optimum, name=f"{base.name}, θ* ~ N(0, I)")
+    pre, lr, batch = p.h**-0.5, 0.5 / float(np.max(p.h**0.5)), 8.0
+    # up to 90% of the largest λ at which both runs stay stable: εp(h + λ) < 2 and ε(ph + λ) < 2
+    top = 0.9 * min(float(np.min(2 / (lr * pre) - p.h)), 2 / lr - float(np.max(pre * p.h)))
+    decays = np.geomspace(1e-4 * top, top, 60)
+    bare = NoisyQuadratic(p.h, p.c)  # θ* = 0: the noise's floor alone
+    curves = {}
+    for decoupled in (False, True):
+        runs = [optim.sgd(lr, pre, lam, decoupled) for lam in decays]
+        total = np.array([dynamics.steady_state_loss(p, opt, batch) for opt in runs])
+        noise = np.array([dynamics.steady_state_loss(bare, opt, batch) for opt in runs])
+        name = "decoupled" if decoupled else "coupled"
+        curves[f"{name}: stationary E[L]"] = total
+        curves[f"{name}: its bias ½Σh x∞²"] = total - noise
+    batches = 2.0 ** np.arange(0, 13, 2)
+    saved = {}
+    for goal in target * np.array([16.0, 4.0, 1.0]):
+        plain = dynamics.optimal_steps_to_target(p, goal, batches, init_var=init_var)
+        tuned = dynamics.optimal_steps_to_target(p, goal, batches, init_var=init_var, weight_decay="tune")
+        saved[f"target {goal:.3g}"] = tuned.steps / plain.steps
+    fig, axes = plots.new_axes(2, width=4.8)
+    plots.labelled_curves(decays, curves, ax=axes[0], xscale="log", yscale="log", xlabel="weight decay λ",
+                          ylabel="stationary E[L]", title=f"SGD, P = H^-1/2, ε = {lr:.3g}, B = {batch:g}")  # fmt: skip
+    plots.labelled_curves(
+        batches, saved, ax=axes[1], xscale="log", xlabel="batch size B", ylabel="fewest steps, λ tuned / λ = 0",
+        title="what tuning λ with ε saves (exact)",
+    )  # fmt: skip
+    fig.suptitle(f"weight decay pulls towards 0, not θ* ({p.name})", fontsize=9)
+    return fig
+
+
+def finite_data(d: int = 100, seed: int = 0, target: float = 0.01, problem: NoisyQuadratic | None = None, init_var=1.0):
+    """A training set of N = 256 examples: the batch noise against B with and without replacement, and the
+    training and population losses per epoch of SGD with independent batches (exact) and shuffled epochs
+    (simulated)."""
+    p = _problem(d, problem)
+    data = FiniteDataset.draw(p, 256, seed=[seed, 22])
+    trace = float(np.trace(data.h[:, None] * data.sigma))
+    batches = np.arange(1, data.n + 1)
+    noise = {
+        "B distinct examples: tr(HΣ_N)(N − B)/(B(N − 1))": [trace * data.batch_factor(b) for b in batches],
+        "with replacement: tr(HΣ_N)/B": [trace * data.batch_factor(b, "replacement") for b in batches],
+    }
+    b = 16
+    per_epoch = data.n // b
+    epochs = np.arange(0, 17)
+    at = epochs * per_epoch
+    opt = optim.sgd(0.5 / float(p.h.max()))
+    train, test = data.expected_losses(opt, b, int(at[-1]), sampling="batches", init_var=init_var, at=at)
+    sim_train, sim_test = data.simulate(opt, b, int(at[-1]), 400, sampling="epochs", seed=seed, init_var=init_var,
+                                        at=at)  # fmt: skip
+    fig, axes = plots.new_axes(2, width=4.8)
+    plots.labelled_curves(batches, noise, ax=axes[0], xscale="log", yscale="log", xlabel="batch size B",
+                          ylabel="E[(g_B − g_N)ᵀH(g_B − g_N)]", title=f"batch noise, N = {data.n}")  # fmt: skip
+    losses = {
+        "training, independent batches (exact)": train.mean,
+        "population, independent batches (exact)": test.mean,
+        "training, shuffled epochs (simulated)": sim_train.mean,
+        "population, shuffled epochs (simulated)": sim_test.mean,
+    }
+    plots.labelled_curves(epochs, losses, ax=axes[1], yscale="log", xlabel="epoch", ylabel="excess loss",
+                          title=f"SGD, B = {b}")  # fmt: skip
+    axes[1].axhline(0.5 * data.h @ data.optimum**2, color="0.6", linewidth=0.8)
+    fig.suptitle(f"a finite training set ({data.name})", fontsize=9)
+    return fig
+
+
 FIGURES = {
     "laws": laws,
     "parabolas": parabolas,
@@ -249,6 +326,8 @@ FIGURES = {
     "sign-surge": sign_surge,
     "critical-batch": critical_batch,
     "ramps": ramps,
+    "weight-decay": weight_decay,
+    "finite-data": finite_data,
 }
 """The gallery's figures by name (``nqm plot NAME``): each draws one figure and returns it."""
 
