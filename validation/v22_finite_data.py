@@ -10,7 +10,9 @@ minimiser θ_N is not the population's θ* = 0.
   draws its B examples afresh (independent batches, exact with the factor above, :meth:`FiniteDataset.expected_losses`).
   Control: the with-replacement law Σ_N/B.
 * **Findings**: shuffled epochs (each example once per epoch, as training does) against independent batches and
-  with replacement, after 1, 4 and 16 epochs; and the population loss against the training loss as N grows.
+  with replacement, after 1, 4 and 16 epochs; the population loss against the training loss as N grows; and the
+  batch size that minimises the population loss after a fixed number of epochs, against ε and N, beside Smith &
+  Le's B_opt ∝ εN.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ NOT_ON_A_PROBLEM = "it draws its own training set from zhang2019"
 
 LR = 0.5  # × 1/h_max
 EPOCHS = (1, 4, 16)
+SMITH_LE_EPOCHS = 4
 
 
 def compute(d: int, n: int, replicas: int, seed: int):
@@ -38,7 +41,8 @@ def compute(d: int, n: int, replicas: int, seed: int):
     rng = np.random.default_rng([seed, 22, 1])
     checks = _one_step_checks(data, replicas, rng)
     checks += _run_checks(data, replicas // 4, seed)
-    return checks, [_epochs_table(data, replicas // 8, seed), _generalisation_table(p, seed)]
+    tables = [_epochs_table(data, replicas // 8, seed), _generalisation_table(p, seed), _smith_le_table(p, seed, d)]
+    return checks, tables
 
 
 def _one_step_checks(data, replicas: int, rng):
@@ -150,6 +154,40 @@ def _generalisation_table(p, seed: int) -> Table:
         f"{p.d / 2:g}. Small N: fewer examples, less batch noise ((N − B)/(N − 1)) and a lower training floor, but a "
         "larger gap.",
     )
+
+
+def _smith_le_table(p, seed: int, d: int) -> Table:
+    """B_opt minimising the population loss after a fixed number of epochs, over ε and N (exact, independent
+    batches, averaged over drawn training sets), and the exponents of B_opt ∝ ε^a N^b fitted to it."""
+    small = d < 50
+    sizes, lrs, draws = ((256, 1024), (0.1, 0.4), 2) if small else ((256, 1024, 4096), (0.05, 0.1, 0.2, 0.4), 4)
+    rows, fit = [], []
+    for n in sizes:
+        sets = [nqm.FiniteDataset.draw(p, n, seed=[seed, 22, 5, k, n]) for k in range(draws)]
+        batches = np.unique(np.round(np.geomspace(1, n, 40)).astype(int))
+        for lr in lrs:
+            losses = np.array([[_population_after(data, lr, b, SMITH_LE_EPOCHS) for b in batches] for data in sets])
+            i = int(np.argmin(losses.mean(axis=0)))
+            rows.append([n, lr, int(batches[i]), lr * (n / batches[i] - 1), losses.mean(axis=0)[i]])
+            fit.append((np.log(lr), np.log(n), np.log(batches[i])))
+    x = np.array([[1.0, a, b] for a, b, _ in fit])
+    (_, exp_lr, exp_n), *_ = np.linalg.lstsq(x, np.array([c for *_, c in fit]), rcond=None)
+    return Table(
+        title=f"Smith & Le's optimal batch B_opt ∝ εN? (zhang2019(d={p.d}), SGD, population loss after "
+        f"{SMITH_LE_EPOCHS} epochs)",
+        columns=["N", "ε", "B_opt", "noise temperature ε(N/B_opt − 1)", "population loss at B_opt"],
+        rows=rows,
+        note=f"Exact population losses with independent batches, averaged over {draws} drawn training sets, on "
+        f"40 integer batch sizes from 1 to N (ratio about 1.2); each run sees every example {SMITH_LE_EPOCHS} times "
+        f"on average. Fitted B_opt ∝ ε^{exp_lr:.2f} N^{exp_n:.2f}; Smith & Le 2018 (arXiv:1710.06451) argue for "
+        "ε¹N¹ (a fixed noise temperature g = ε(N/B − 1)). Not judged: on the NQM the optimum balances the "
+        "progress that ε·N/B steps make against the batches' noise.",
+    )
+
+
+def _population_after(data, lr: float, batch: int, epochs: int) -> float:
+    steps = int(round(epochs * data.n / batch))
+    return float(data.expected_losses(optim.sgd(lr), batch, steps, at=[steps])[1].mean[0])
 
 
 def run(ctx: Context) -> Outcome:
