@@ -418,6 +418,13 @@ class Adam(_Nonlinear):
     weight_decay: float = 0.0
     slots = 2
 
+    def pull(self, optimum):
+        """The constant step AdamW's decay adds to the error x = θ − θ* (``(1 − ελ)(x + θ*) − θ*``): −ελθ* in the
+        simulator's coordinates, after :meth:`apply`; None without decay or with θ* = 0."""
+        if not self.weight_decay or optimum is None or not np.any(optimum):
+            return None
+        return -self.lr * self.weight_decay * optimum
+
     def apply(self, x, aux, g, buf, t):
         m, v = aux
         if self.weight_decay:

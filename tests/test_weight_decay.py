@@ -175,7 +175,7 @@ def test_simulation_with_weight_decay_agrees_with_the_exact_curve(name):
             ),
             "diagonal",
         ),
-        (lambda: nqm.simulate(_problem(), optim.adamw(0.01, weight_decay=0.1), B, 5, 4), "optimum"),
+        (lambda: nqm.simulate(_problem(), optim.adamw(0.01, weight_decay=0.1), B, 5, 4, generator="philox"), "sfc64"),
         (lambda: nqm.LeastSquares(H, 0.1).expected_loss(optim.sgd(0.1, weight_decay=0.1), 2, 3), "weight decay"),
         (lambda: dynamics.coordinate_variance(_problem(), optim.sgd(0.1, weight_decay=0.1), B, 3), "weight decay"),
         (
@@ -257,3 +257,31 @@ def test_held_weight_decay_is_the_best_step_at_that_decay():
 def test_bad_weight_decay_choices_for_the_tuner_are_clear_errors(kwargs, message):
     with pytest.raises((ValueError, TypeError), match=message):
         dynamics.optimal_steps_to_target(_tuning_problem(), 1.0, [4.0], **kwargs)
+
+
+def _adamw_in_theta(h, optimum, theta0, lr, b1, b2, eps, decay, steps, basis=None):
+    """AdamW without noise, written in the parameters θ = x + θ* (elementwise in the parameter coordinates)."""
+    q = np.eye(h.size) if basis is None else basis
+    h_x = (q * h) @ q.T
+    theta, star = q @ (theta0 + optimum), q @ optimum
+    m, v, out = np.zeros(h.size), np.zeros(h.size), []
+    for t in range(1, steps + 1):
+        g = h_x @ (theta - star)
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+        step = (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps)
+        theta = (1 - lr * decay) * theta - lr * step
+        out.append(0.5 * (theta - star) @ h_x @ (theta - star))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("rotated", [False, True])
+def test_adamw_with_an_optimum_decays_towards_zero_not_the_optimum(rotated):
+    """No noise, so the run is deterministic: the simulator (the fused elementwise loop, or the general path in a
+    rotated basis) against AdamW written in θ itself."""
+    basis = np.linalg.qr(np.random.default_rng(3).standard_normal((5, 5)))[0] if rotated else None
+    p = nqm.NoisyQuadratic(H, np.zeros(5), basis=basis, optimum=OPTIMUM)
+    theta0 = np.array([0.3, -0.2, 0.1, 0.5, -0.4])
+    opt = optim.adamw(0.05, 0.9, 0.99, 1e-8, weight_decay=0.3)
+    run = nqm.simulate(p, opt, 1, 200, 2, theta0=theta0, at=np.arange(1, 201))
+    np.testing.assert_allclose(run.mean, _adamw_in_theta(H, OPTIMUM, theta0, 0.05, 0.9, 0.99, 1e-8, 0.3, 200, basis),
+                               rtol=1e-10)  # fmt: skip

@@ -135,10 +135,12 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
     return checkpoints.losses, (theta if keep_state else None)
 
 
-def _elementwise_tile(rng, opt, h, sd, theta0, steps, record, dtype, progress, keep_state):
+def _elementwise_tile(rng, opt, h, sd, theta0, steps, record, dtype, progress, keep_state, pull=None):
     """One (replicas × coordinates) tile of a diagonal problem under an optimiser that is not linear: the
-    gradient ``hθ + sd·z`` formed in place, then the optimiser's own in-place step (:mod:`nqm.optim`)."""
+    gradient ``hθ + sd·z`` formed in place, then the optimiser's own in-place step (:mod:`nqm.optim`), then its
+    decay's ``pull`` towards 0 when the optimum is not 0 (AdamW)."""
     x = theta0.astype(dtype, copy=True)
+    pull = None if pull is None else pull.astype(dtype)
     aux = [np.zeros_like(x) for _ in range(opt.slots)]
     g, buf = np.empty_like(x), np.empty_like(x)
     h_row, sd_row = h.astype(dtype), sd.astype(dtype)
@@ -150,6 +152,8 @@ def _elementwise_tile(rng, opt, h, sd, theta0, steps, record, dtype, progress, k
         np.multiply(x, h_row, out=buf)
         g += buf
         opt.apply(x, aux, g, buf, t)
+        if pull is not None:
+            x += pull
         checkpoints.after(t, x)
     return checkpoints.losses, (x if keep_state else None)
 
@@ -175,17 +179,29 @@ def _diagonal_coefficients(rec: DiagonalRecurrence, p, dtype):
 
 
 # -- the general path: dense Σ, rotated basis, per-example noise ------------------------------
-def _general_tile(rng, p, basis, opt, batch_size, per_example, theta0, steps, record, dtype, progress, keep_state):
-    """The optimiser's own update (:mod:`nqm.optim`) on rows of replicas, one matrix-product step at a time."""
+def _general_tile(
+    rng, p, basis, opt, batch_size, per_example, theta0, steps, record, dtype, progress, keep_state, pull=None
+):
+    """The optimiser's own update (:mod:`nqm.optim`) on rows of replicas, one matrix-product step at a time (and
+    AdamW's ``pull`` towards 0 in the eigenbasis, when the optimum is not 0)."""
     x = basis.to_working(theta0.astype(dtype))
     state = opt.init(x)
+    pull = None if pull is None else basis.to_working(pull.astype(dtype)[None, :])
     checkpoints = _Checkpoints(record, x.shape[0], basis.loss, steps, progress, x.size)
     checkpoints.start(opt.readout(state))
     for t in range(1, steps + 1):
         noise = basis.to_working(minibatch_noise(rng, p, batch_size, x.shape[0], per_example, dtype))
         state = opt.update(state, basis.precondition(basis.curvature(state[0]) + noise))
+        if pull is not None:
+            state = (state[0] + pull, *state[1:])
         checkpoints.after(t, opt.readout(state))
     return checkpoints.losses, (basis.to_eigenbasis(state[0]) if keep_state else None)
+
+
+def nonlinear_pull(p: NoisyQuadratic, opt):
+    """The per-step pull of a nonlinear optimiser's weight decay towards 0 in H's basis (d,), None without."""
+    pull = getattr(opt, "pull", None)
+    return None if pull is None else pull(p.optimum)
 
 
 def initial_theta(rng, theta0, init_var, rows, cols: slice, dtype):
@@ -231,6 +247,7 @@ def simulate_sfc64(
 
     if fast and opt.linear:
         coef = _diagonal_coefficients(diagonal_recurrence(p, opt, batch_size), p, dtype)
+    pull = None if opt.linear else nonlinear_pull(p, opt)
     sd = np.sqrt(p.c / batch_size)
 
     def task(r0, c0):
@@ -239,12 +256,17 @@ def simulate_sfc64(
             n_rows, sl = min(rows, replicas - r0), slice(c0, c0 + cols)
             theta = initial_theta(rng, th0, var0, n_rows, sl, dtype)
             if fast and not opt.linear:
-                return _elementwise_tile(rng, opt, p.h[sl], sd[sl], theta, steps, rec, dtype, bar, keep_state)
+                tile_pull = None if pull is None else pull[sl]
+                return _elementwise_tile(
+                    rng, opt, p.h[sl], sd[sl], theta, steps, rec, dtype, bar, keep_state, tile_pull
+                )
             if fast:
                 tile_coef = {k: (v[sl] if isinstance(v, np.ndarray) else v) for k, v in coef.items()}
                 return _diagonal_tile(rng, tile_coef, theta, steps, rec, dtype, bar, keep_state)
             basis = WorkingBasis(p, pre, dtype)
-            return _general_tile(rng, p, basis, opt, batch_size, per_example, theta, steps, rec, dtype, bar, keep_state)
+            return _general_tile(
+                rng, p, basis, opt, batch_size, per_example, theta, steps, rec, dtype, bar, keep_state, pull
+            )
 
         return run
 
