@@ -14,7 +14,7 @@ Three engines share one problem description (:class:`NoisyQuadratic`):
 """
 
 from . import dynamics, estimators, montecarlo, noise, optim, spectra, theory
-from .finite_data import FiniteDataset
+from .finite_data import FiniteDataset, FiniteLeastSquares
 from .least_squares import LeastSquares
 from .montecarlo import (
     GradientNormTrace,
@@ -31,6 +31,7 @@ __version__ = "0.1.0"
 __all__ = [
     "GradientNormTrace",
     "FiniteDataset",
+    "FiniteLeastSquares",
     "LeastSquares",
     "NoisyQuadratic",
     "OneStepResult",

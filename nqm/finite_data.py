@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import check_batch_size, check_count, check_init_var, check_replicas
+from .checks import check_batch_size, check_count, check_init_var, check_lr, check_memory, check_replicas
 from .curves import LossCurve, exact_curve
 from .dynamics import expected_loss, mean_path
 from .montecarlo.results import as_asked, check_record, loss_curve
@@ -51,7 +51,7 @@ from .noise import step_coefficients
 from .optim import as_optimizer, require_linear, require_no_decay
 from .problem import NoisyQuadratic, check_precond
 
-__all__ = ["FiniteDataset", "SAMPLINGS"]
+__all__ = ["FiniteDataset", "FiniteLeastSquares", "batch_factor", "SAMPLINGS"]
 
 SAMPLINGS = ("epochs", "batches", "replacement")
 """How :meth:`~nqm.FiniteDataset.simulate` draws its minibatches."""
@@ -116,12 +116,7 @@ class FiniteDataset:
     def batch_factor(self, batch_size, sampling: str = "batches") -> float:
         """The batch's noise covariance over Σ_N: (N − B)/(B(N − 1)) for B distinct examples, 1/B with
         replacement."""
-        b = float(check_batch_size(batch_size, integer=True))
-        if _check_sampling(sampling) == "replacement":
-            return 1.0 / b
-        if b > self.n:
-            raise ValueError(f"batch_size B = {b:g} exceeds the N = {self.n} examples (without replacement)")
-        return (self.n - b) / (b * (self.n - 1))
+        return batch_factor(self.n, batch_size, sampling)
 
     def training_problem(self, batch_size, sampling: str = "batches") -> NoisyQuadratic:
         """The training loss as an additive NQM at batch size B, exact for independent batches: curvature H,
@@ -167,54 +162,243 @@ class FiniteDataset:
         with "epochs" a replica's step t uses batch t mod ⌊N/B⌋ of its current epoch's permutation. Any optimiser
         value runs (its ``update`` on P·(Hθ + mean of the batch's ξ)). One stream from ``seed``; single-threaded.
         """
-        opt = require_no_decay(as_optimizer(opt), "FiniteDataset.simulate")
-        sampling = _check_sampling(sampling)
-        b = int(check_batch_size(batch_size, integer=True))
-        if sampling != "replacement" and b > self.n:
-            raise ValueError(f"batch_size B = {b} exceeds the N = {self.n} examples (without replacement)")
-        steps, replicas = check_count("steps", steps), check_replicas(replicas)
-        asked = check_record(steps, at)
-        rec = np.unique(asked)
-        v0 = check_init_var(init_var, self.d)
-        pre = check_precond(NoisyQuadratic(self.h, c=np.zeros(self.d)), opt.precond)
+        theta_n = self.optimum
+        pre = check_precond(NoisyQuadratic(self.h, c=np.zeros(self.d)), as_optimizer(opt).precond)
+
+        def gradient(theta, idx):
+            return pre * (self.h * theta + _batch_mean(self.examples, idx, self.mean_noise))
+
+        return _simulate_batches(
+            opt, self.n, self.d, batch_size, steps, replicas, sampling, seed, init_var, at, gradient,
+            lambda x: 0.5 * np.square(x - theta_n) @ self.h, lambda x: 0.5 * np.square(x) @ self.h,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, eq=False)
+class FiniteLeastSquares:
+    r"""N least-squares examples drawn once: features ``x_n ~ N(0, diag(h))`` (rows of ``features``, H's basis) and
+    labels ``y_n = x_nᵀθ* + ν_n`` with θ measured from θ* (so ``labels`` = ν, variance ``noise_var``).
+
+    The training loss ``L_N(θ) = (1/2N)Σ(x_nᵀθ − y_n)²`` has the curvature ``H_N = XᵀX/N`` (dense: the sample
+    covariance of the features) and the minimiser ``θ_N = H_N⁻¹Xᵀy/N``; the population excess is ``½θᵀHθ``. The
+    per-example gradients ``g_n = x_n(x_nᵀθ − y_n)`` depend on θ, so their covariance about the training gradient,
+    ``S_N(θ)``, shrinks as θ fits the examples — the training set's noise is not the population's. With
+    independent batches the first two moments of θ (mean m, second moment M = E[θθᵀ], both dense) obey an exact
+    recursion, since ``E[S_N(θ)]`` needs only m and M (:meth:`expected_losses`).
+    """
+
+    h: np.ndarray
+    features: np.ndarray
+    labels: np.ndarray
+    noise_var: float = 0.0
+    name: str = "finite least squares"
+
+    def __post_init__(self):
+        h = NoisyQuadratic(self.h, c=np.zeros(np.size(self.h))).h
+        x, y = np.array(self.features, dtype=np.float64), np.array(self.labels, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != h.size or y.shape != (x.shape[0],) or x.shape[0] < 2:
+            raise ValueError(f"features must be (N, {h.size}) and labels (N,) with N >= 2, got {x.shape}, {y.shape}")
+        if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+            raise ValueError("features and labels must be finite")
+        for a in (x, y):
+            a.setflags(write=False)
+        object.__setattr__(self, "h", h)
+        object.__setattr__(self, "features", x)
+        object.__setattr__(self, "labels", y)
+
+    @classmethod
+    def draw(cls, h, n: int, noise_var: float = 0.0, *, seed=0) -> FiniteLeastSquares:
+        """N pairs with x ~ N(0, diag(h)) and label noise ν ~ N(0, noise_var), drawn once from ``seed``."""
+        n = int(check_count("n (examples)", n))
+        h = NoisyQuadratic(h, c=np.zeros(np.size(h))).h
         rng = np.random.default_rng(np.random.SeedSequence(seed))
-        theta = rng.standard_normal((replicas, self.d)) * np.sqrt(v0)
-        state = opt.init(theta)
-        per_epoch = self.n // b
-        order = None
-        train, test = np.empty((replicas, rec.size)), np.empty((replicas, rec.size))
-        theta_n, k = self.optimum, 0
-        for t in range(steps + 1):
-            x = opt.readout(state)
-            if k < rec.size and rec[k] == t:
-                train[:, k] = 0.5 * np.square(x - theta_n) @ self.h
-                test[:, k] = 0.5 * np.square(x) @ self.h
-                k += 1
-            if t == steps:
-                break
-            if sampling == "epochs" and t % per_epoch == 0:
-                order = np.argsort(rng.random((replicas, self.n)), axis=1)  # a permutation per replica
-            idx = self._batch_indices(rng, sampling, order, t % per_epoch, b, replicas)
-            noise = self._batch_mean(idx)
-            state = opt.update(state, pre * (self.h * state[0] + noise))
-        return as_asked(loss_curve(rec, train), asked), as_asked(loss_curve(rec, test), asked)
+        x = rng.standard_normal((n, h.size)) * np.sqrt(h)
+        y = rng.standard_normal(n) * np.sqrt(noise_var)
+        return cls(h, x, y, float(noise_var), name=f"{n} least-squares examples (d={h.size}, σ²={noise_var:g})")
 
-    def _batch_indices(self, rng, sampling, order, slot, b, replicas):
-        if sampling == "replacement":
-            return rng.integers(0, self.n, (replicas, b))
-        if sampling == "batches":
-            return np.argpartition(rng.random((replicas, self.n)), b - 1, axis=1)[:, :b] if b < self.n else None
-        return order[:, slot * b : (slot + 1) * b]
+    @property
+    def n(self) -> int:
+        return self.features.shape[0]
 
-    def _batch_mean(self, idx):
-        """Mean of each row's examples (rows of ``idx``; None: all N), in blocks that bound the gather's memory."""
-        if idx is None:  # every example: the training gradient itself
-            return self.mean_noise
-        out = np.empty((idx.shape[0], self.d))
-        rows = max(1, _GATHER_ELEMENTS // (idx.shape[1] * self.d))
-        for r0 in range(0, idx.shape[0], rows):
-            out[r0 : r0 + rows] = self.examples[idx[r0 : r0 + rows]].mean(axis=1)
-        return out
+    @property
+    def d(self) -> int:
+        return self.h.size
+
+    @property
+    def hessian(self) -> np.ndarray:
+        """H_N = XᵀX/N, the training loss's curvature (d, d)."""
+        return self.features.T @ self.features / self.n
+
+    @property
+    def optimum(self) -> np.ndarray:
+        """θ_N, the least-norm minimiser of the training loss (unique when N ≥ d)."""
+        return np.linalg.lstsq(self.features, self.labels, rcond=None)[0]
+
+    def gradient_covariance(self, mean, second) -> np.ndarray:
+        r"""``E[S_N(θ)]`` (d, d) for θ with mean ``mean`` and second moment ``second`` = E[θθᵀ], with
+        r_n = x_nᵀθ − y_n:
+
+        .. math:: S_N(θ) = \frac1N\sum_n x_nx_n^\top r_n^2 - \bar g\bar g^\top,\qquad
+                  \mathbb E[r_n^2] = x_n^\top M x_n - 2y_n x_n^\top m + y_n^2,
+
+        and ``E[ḡḡᵀ] = H_N M H_N − H_N m bᵀ − b mᵀH_N + bbᵀ`` (ḡ = H_Nθ − b, b = Xᵀy/N)."""
+        x, y, hn = self.features, self.labels, self.hessian
+        b = x.T @ y / self.n
+        r2 = np.einsum("ni,ij,nj->n", x, second, x) - 2 * y * (x @ mean) + y * y
+        hm = hn @ mean
+        gg = hn @ second @ hn - np.outer(hm, b) - np.outer(b, hm) + np.outer(b, b)
+        return (x * r2[:, None]).T @ x / self.n - gg
+
+    def moments(self, lr, batch_size, steps: int, *, sampling: str = "batches", init_var=1.0):
+        """(m_t, M_t) for t = 0 … steps, shapes (steps + 1, d) and (steps + 1, d, d), of SGD ``θ ← θ − εg_B`` with
+        independent batches, from θ₀ ~ N(0, diag(init_var)):
+
+        ``m' = m − ε(H_N m − b)``, ``M' = AMAᵀ + A m cᵀ + c mᵀAᵀ + ccᵀ + ε²·factor·E[S_N(θ)]`` with A = I − εH_N,
+        c = εb and the factor of :func:`~nqm.finite_data.batch_factor`."""
+        eps = float(check_lr(lr))
+        factor = batch_factor(self.n, batch_size, sampling)
+        if sampling == "epochs":
+            raise ValueError("shuffled epochs have dependent batches and no exact dynamics: use sampling='batches'")
+        steps = check_count("steps", steps)
+        check_memory(8.0 * (steps + 1) * self.d * (self.d + 1), "FiniteLeastSquares.moments", "ask for fewer steps")
+        hn = self.hessian
+        a, c = np.eye(self.d) - eps * hn, eps * self.features.T @ self.labels / self.n
+        m, big = np.zeros(self.d), np.diag(check_init_var(init_var, self.d))
+        means, seconds = np.empty((steps + 1, self.d)), np.empty((steps + 1, self.d, self.d))
+        means[0], seconds[0] = m, big
+        for t in range(1, steps + 1):
+            noise = eps * eps * factor * self.gradient_covariance(m, big)
+            am = a @ m
+            big = a @ big @ a.T + np.outer(am, c) + np.outer(c, am) + np.outer(c, c) + noise
+            m = am + c
+            means[t], seconds[t] = m, big
+        return means, seconds
+
+    def expected_losses(
+        self, lr, batch_size, steps: int, *, sampling: str = "batches", init_var=1.0
+    ) -> tuple[LossCurve, LossCurve]:
+        """Exact (training, population) excess losses of SGD with independent batches at t = 0 … steps:
+        ``½tr(H_N E[(θ − θ_N)(θ − θ_N)ᵀ])`` and ``½tr(H E[θθᵀ])``."""
+        means, seconds = self.moments(lr, batch_size, steps, sampling=sampling, init_var=init_var)
+        hn, opt = self.hessian, self.optimum
+        cross = means @ hn @ opt
+        train = 0.5 * (np.einsum("ij,tji->t", hn, seconds) - 2 * cross + opt @ hn @ opt)
+        population = 0.5 * np.einsum("i,tii->t", self.h, seconds)
+        t = np.arange(steps + 1)
+        return exact_curve(t, train), exact_curve(t, population)
+
+    def noise_scales(self, means, seconds) -> tuple[np.ndarray, np.ndarray]:
+        r"""(training, population) B_noise along moments (m_t, M_t), ratios of expectations: the training set's
+        ``E[tr(H_N S_N(θ))]/E[ḡᵀH_Nḡ]`` against the population's ``E[tr(HΣ(θ))]/E[GᵀHG]`` with
+        Σ(θ) = HθθᵀH + (θᵀHθ + σ²)H (:class:`nqm.LeastSquares`)."""
+        hn, h = self.hessian, self.h
+        b = self.features.T @ self.labels / self.n
+        train, population = [], []
+        for m, big in zip(means, seconds):
+            s = self.gradient_covariance(m, big)
+            hm = hn @ m
+            ghg = np.trace(hn @ hn @ big @ hn) - 2 * (hm @ hn @ b) + b @ hn @ b
+            train.append(np.trace(hn @ s) / ghg)
+            h3 = np.einsum("i,ii->", h**3, big)
+            level = np.einsum("i,ii->", h, big) + self.noise_var
+            population.append((h3 + level * (h @ h)) / h3)
+        return np.array(train), np.array(population)
+
+    def simulate(
+        self, opt, batch_size, steps: int, replicas: int, *, sampling: str = "epochs", seed=0, init_var=1.0, at=None
+    ) -> tuple[LossCurve, LossCurve]:
+        """Monte Carlo (training, population) excess losses of ``opt`` on real minibatches of the N pairs (the
+        batches as :meth:`~nqm.FiniteDataset.simulate` draws them); P applies in H's basis."""
+        x, y, hn, opt_n = self.features, self.labels, self.hessian, self.optimum
+        pre = check_precond(NoisyQuadratic(self.h, c=np.zeros(self.d)), as_optimizer(opt).precond)
+        full = -(x.T @ y) / self.n
+
+        def gradient(theta, idx):
+            if idx is None:
+                return pre * (theta @ hn + full)
+            out = np.empty_like(theta)
+            block = max(1, _GATHER_ELEMENTS // (idx.shape[1] * self.d))
+            for r0 in range(0, idx.shape[0], block):
+                xb, yb = x[idx[r0 : r0 + block]], y[idx[r0 : r0 + block]]
+                residual = np.einsum("rbd,rd->rb", xb, theta[r0 : r0 + block]) - yb
+                out[r0 : r0 + block] = np.einsum("rb,rbd->rd", residual, xb) / idx.shape[1]
+            return pre * out
+
+        def train_loss(theta):
+            dev = theta - opt_n
+            return 0.5 * np.einsum("ri,ij,rj->r", dev, hn, dev)
+
+        return _simulate_batches(
+            opt, self.n, self.d, batch_size, steps, replicas, sampling, seed, init_var, at, gradient, train_loss,
+            lambda theta: 0.5 * np.square(theta) @ self.h,
+        )  # fmt: skip
+
+
+def batch_factor(n: int, batch_size, sampling: str = "batches") -> float:
+    """A batch's gradient covariance over the examples' own, Σ_N: (N − B)/(B(N − 1)) for B distinct examples of N,
+    1/B with replacement (the finite-population correction)."""
+    b = float(check_batch_size(batch_size, integer=True))
+    if _check_sampling(sampling) == "replacement":
+        return 1.0 / b
+    if b > n:
+        raise ValueError(f"batch_size B = {b:g} exceeds the N = {n} examples (without replacement)")
+    return (n - b) / (b * (n - 1))
+
+
+def _simulate_batches(
+    opt, n, d, batch_size, steps, replicas, sampling, seed, init_var, at, gradient, train_loss, test_loss
+) -> tuple[LossCurve, LossCurve]:
+    """The loop both training sets simulate: replicas from θ₀ ~ N(0, diag(init_var)), each step the optimiser's
+    ``update`` on ``gradient(θ, batch indices)`` (indices (R, B), or None for every example), the two losses at
+    the recorded steps."""
+    opt = require_no_decay(as_optimizer(opt), "a finite training set")
+    sampling = _check_sampling(sampling)
+    b = int(check_batch_size(batch_size, integer=True))
+    if sampling != "replacement" and b > n:
+        raise ValueError(f"batch_size B = {b} exceeds the N = {n} examples (without replacement)")
+    steps, replicas = check_count("steps", steps), check_replicas(replicas)
+    asked = check_record(steps, at)
+    rec = np.unique(asked)
+    v0 = check_init_var(init_var, d)
+    rng = np.random.default_rng(np.random.SeedSequence(seed))
+    state = opt.init(rng.standard_normal((replicas, d)) * np.sqrt(v0))
+    per_epoch, order = n // b, None
+    train, test = np.empty((replicas, rec.size)), np.empty((replicas, rec.size))
+    k = 0
+    for t in range(steps + 1):
+        x = opt.readout(state)
+        if k < rec.size and rec[k] == t:
+            train[:, k], test[:, k] = train_loss(x), test_loss(x)
+            k += 1
+        if t == steps:
+            break
+        if sampling == "epochs" and t % per_epoch == 0:
+            order = np.argsort(rng.random((replicas, n)), axis=1)  # a permutation per replica
+        idx = _batch_indices(rng, sampling, order, t % per_epoch, b, replicas, n)
+        state = opt.update(state, gradient(state[0], idx))
+    return as_asked(loss_curve(rec, train), asked), as_asked(loss_curve(rec, test), asked)
+
+
+def _batch_indices(rng, sampling, order, slot, b, replicas, n):
+    """Each replica's batch (R, B): fresh with replacement, B distinct afresh, or slot ``slot`` of its epoch's
+    permutation; None where a batch is every example."""
+    if sampling == "replacement":
+        return rng.integers(0, n, (replicas, b))
+    if sampling == "batches":
+        return np.argpartition(rng.random((replicas, n)), b - 1, axis=1)[:, :b] if b < n else None
+    return order[:, slot * b : (slot + 1) * b]
+
+
+def _batch_mean(rows_of, idx, everything):
+    """Mean of ``rows_of`` over each row of ``idx`` (None: ``everything``, the mean over all), in blocks that bound
+    the gather's memory."""
+    if idx is None:
+        return everything
+    out = np.empty((idx.shape[0],) + rows_of.shape[1:])
+    block = max(1, _GATHER_ELEMENTS // (idx.shape[1] * max(1, int(np.prod(rows_of.shape[1:])))))
+    for r0 in range(0, idx.shape[0], block):
+        out[r0 : r0 + block] = rows_of[idx[r0 : r0 + block]].mean(axis=1)
+    return out
 
 
 def _check_sampling(sampling: str) -> str:

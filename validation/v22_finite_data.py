@@ -9,10 +9,13 @@ minimiser θ_N is not the population's θ* = 0.
 * **Check** (Monte Carlo, whole runs): the training and population losses of SGD and heavy ball when every step
   draws its B examples afresh (independent batches, exact with the factor above, :meth:`FiniteDataset.expected_losses`).
   Control: the with-replacement law Σ_N/B.
+* **Check** (Monte Carlo): least squares on N = 64 drawn (x, y) pairs, whose per-example noise depends on θ: the
+  exact recursion of the mean and the dense second moment (:class:`nqm.FiniteLeastSquares`) against simulated
+  training and population losses. Control: the with-replacement law.
 * **Findings**: shuffled epochs (each example once per epoch, as training does) against independent batches and
   with replacement, after 1, 4 and 16 epochs; the population loss against the training loss as N grows; and the
   batch size that minimises the population loss after a fixed number of epochs, against ε and N, beside Smith &
-  Le's B_opt ∝ εN.
+  Le's B_opt ∝ εN; least squares' training-set noise scale against the population's along a run.
 """
 
 from __future__ import annotations
@@ -41,7 +44,14 @@ def compute(d: int, n: int, replicas: int, seed: int):
     rng = np.random.default_rng([seed, 22, 1])
     checks = _one_step_checks(data, replicas, rng)
     checks += _run_checks(data, replicas // 4, seed)
-    tables = [_epochs_table(data, replicas // 8, seed), _generalisation_table(p, seed), _smith_le_table(p, seed, d)]
+    squares = nqm.FiniteLeastSquares.draw(1.0 / np.arange(1, 9), 64, 0.5, seed=[seed, 22, 6])
+    checks += _least_squares_checks(squares, replicas, seed)
+    tables = [
+        _epochs_table(data, replicas // 8, seed),
+        _generalisation_table(p, seed),
+        _smith_le_table(p, seed, d),
+        _least_squares_table(squares),
+    ]
     return checks, tables
 
 
@@ -97,6 +107,52 @@ def _run_checks(data, replicas: int, seed: int):
     )
     control = check.control("V22 control: with replacement", "planted: the Σ_N/B law's curves", np.concatenate(planted))
     return [check, control]
+
+
+def _least_squares_checks(data, replicas: int, seed: int):
+    at = [2, 5, 20, 100, 300]
+    run = data.simulate(optim.sgd(0.5), 8, at[-1], replicas, sampling="batches", seed=[seed, 22, 7], at=at)
+    exact = [c.mean[at] for c in data.expected_losses(0.5, 8, at[-1], sampling="batches")]
+    planted = [c.mean[at] for c in data.expected_losses(0.5, 8, at[-1], sampling="replacement")]
+    check = Check(
+        "V22 least squares on N examples: the exact moment recursion",
+        f"SGD ε = 0.5, B = 8 distinct of N = {data.n} pairs, training and population losses at steps "
+        f"{', '.join(map(str, at))} (the per-example noise depends on θ: mean and dense second moment)",
+        data.name,
+        predicted=np.concatenate(exact),
+        measured=np.concatenate([r.mean for r in run]),
+        se=np.concatenate([r.sem for r in run]),
+    )
+    control = check.control(
+        "V22 control: least squares with replacement", "planted: the Σ_N/B law's moments", np.concatenate(planted)
+    )
+    return [check, control]
+
+
+def _least_squares_table(data) -> Table:
+    steps = 600
+    means, seconds = data.moments(0.5, 8, steps)
+    train, population = data.expected_losses(0.5, 8, steps)
+    at = np.array([0, 10, 30, 100, 300, 600])
+    b_train, b_population = data.noise_scales(means[at], seconds[at])
+    rows = [[t, train.mean[t], population.mean[t], bt, bp, bt / bp] for t, bt, bp in zip(at, b_train, b_population)]
+    return Table(
+        title=f"Least squares on N = {data.n} pairs: the training set's noise scale against the population's "
+        f"(SGD ε = 0.5, B = 8, exact)",
+        columns=[
+            "step",
+            "training loss",
+            "population loss",
+            "B_noise of the training set",
+            "B_noise of the population",
+            "ratio",
+        ],  # fmt: skip
+        rows=rows,
+        note="Ratios of expectations along the exact run (FiniteLeastSquares.noise_scales): the training set's "
+        "E[tr(H_N S_N(θ))]/E[ḡᵀH_Nḡ], with S_N the per-example gradients' covariance about the training gradient "
+        "ḡ and H_N = XᵀX/N, against the population's E[tr(HΣ(θ))]/E[GᵀHG]. Early on both are set by the "
+        "gradient; near the minimum the training set's residuals are those of θ_N, fitted to these examples.",
+    )
 
 
 def _epochs_table(data, replicas: int, seed: int) -> Table:
