@@ -43,9 +43,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import check_batch_size, check_count, check_init_var, check_lr, check_memory, check_replicas
+from .checks import (
+    check_batch_size,
+    check_batch_sizes,
+    check_count,
+    check_init_var,
+    check_lr,
+    check_memory,
+    check_replicas,
+)
 from .curves import LossCurve, exact_curve
-from .dynamics import expected_loss, mean_path
+from .dynamics import OptimalRuns, expected_loss, mean_path, optimal_steps_to_target
 from .montecarlo.results import as_asked, check_record, loss_curve
 from .noise import step_coefficients
 from .optim import as_optimizer, require_linear, require_no_decay
@@ -128,6 +136,19 @@ class FiniteDataset:
         scale = b * self.batch_factor(b, sampling)
         name = f"training loss, {self.name}"
         return NoisyQuadratic(self.h, sigma=scale * self.sigma, optimum=self.optimum, name=name)
+
+    def optimal_epochs(self, target, batch_sizes, *, sampling: str = "batches", init_var=1.0) -> OptimalRuns:
+        """Per batch size, the fewest steps of SGD (ε tuned, :func:`nqm.dynamics.optimal_steps_to_target`) until the
+        expected training excess loss is at most ``target``, with independent batches (epochs: ``examples``/N).
+
+        Each B has its own training problem (the factor (N − B)/(B(N − 1)) is in its Σ) and the start's second
+        moment is ``init_var + θ_N²`` (θ₀ ~ N(0, init_var) is centred on the population's optimum, not θ_N)."""
+        b = check_batch_sizes(batch_sizes)
+        v0 = check_init_var(init_var, self.d) + self.optimum**2
+        runs = [optimal_steps_to_target(self.training_problem(x, sampling), target, [x], init_var=v0) for x in b]
+        fields = ("steps", "examples", "lr", "steps_continuous", "interior")
+        joined = {k: np.concatenate([getattr(r, k) for r in runs]) for k in fields}
+        return OptimalRuns(b, **joined)
 
     def expected_losses(
         self, opt, batch_size, steps: int, *, sampling: str = "batches", init_var=1.0, at=None

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from test_montecarlo import assert_agrees_and_control_rejected
 
 import nqm
-from nqm import optim
+from nqm import dynamics, optim
 
 
 def _data(n=64, d=12, seed=1):
@@ -195,3 +195,20 @@ def test_least_squares_with_the_whole_set_as_one_batch_is_gradient_descent_on_th
         theta = theta - 0.4 * ((theta @ x.T - y) @ x) / 5
     exact_train, _ = data.expected_losses(0.4, 5, 20, init_var=1.0)
     assert data.moments(0.4, 5, 1)[1].shape == (2, 3, 3) and exact_train.mean[0] > 0
+
+
+def test_fewest_epochs_are_exact_first_hits_and_no_step_on_a_grid_does_better():
+    data = _data(n=128, d=10)
+    batches = [1, 8, 64, 127, 128]
+    runs = data.optimal_epochs(0.05, batches)
+    start = 1.0 + data.optimum**2
+    for i, b in enumerate(batches):
+        problem = data.training_problem(b)
+        assert dynamics.steps_to_target(problem, runs.optimizer(i), b, 0.05, init_var=start) == runs.steps[i]
+        grid = [
+            dynamics.steps_to_target(problem, optim.sgd(e), b, 0.05, init_var=start, max_steps=int(runs.steps[i]))
+            for e in runs.lr[i] * np.geomspace(0.5, 1.5, 15)
+        ]
+        assert min(grid) >= runs.steps[i]
+    with_replacement = data.optimal_epochs(0.05, batches[:-1], sampling="replacement")
+    assert np.all(runs.steps[:-1] <= with_replacement.steps)  # less noise, never more steps

@@ -51,6 +51,7 @@ def compute(d: int, n: int, replicas: int, seed: int):
         _generalisation_table(p, seed),
         _smith_le_table(p, seed, d),
         _least_squares_table(squares),
+        _epochs_to_target_table(data),
     ]
     return checks, tables
 
@@ -127,6 +128,27 @@ def _least_squares_checks(data, replicas: int, seed: int):
         "V22 control: least squares with replacement", "planted: the Σ_N/B law's moments", np.concatenate(planted)
     )
     return [check, control]
+
+
+def _epochs_to_target_table(data) -> Table:
+    """Fewest epochs to a training target with ε tuned per B (exact), B distinct examples against replacement."""
+    target = 0.02 * 0.5 * float(data.h.sum())
+    batches = np.array([1, 4, 16, 64, data.n // 2, 3 * data.n // 4, data.n - 1, data.n])
+    distinct = data.optimal_epochs(target, batches)
+    replaced = data.optimal_epochs(target, batches, sampling="replacement")
+    rows = [
+        [b, distinct.lr[i], distinct.steps[i], distinct.examples[i] / data.n, replaced.steps[i],
+         replaced.examples[i] / data.n]
+        for i, b in enumerate(batches)
+    ]  # fmt: skip
+    return Table(
+        title=f"Fewest epochs to a training loss of {target:.3g} with ε tuned ({data.name}, independent batches)",
+        columns=["B", "ε*", "steps, B distinct", "epochs", "steps, with replacement", "epochs"],
+        rows=rows,
+        note="Exact (FiniteDataset.optimal_epochs: each B's training problem carries its batch factor). Without "
+        "replacement the noise falls to 0 as B → N, so the epochs settle at full-batch descent's; with "
+        "replacement a batch of N still repeats examples and keeps noise Σ_N/N.",
+    )
 
 
 def _least_squares_table(data) -> Table:
