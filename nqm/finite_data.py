@@ -59,7 +59,7 @@ from .noise import step_coefficients
 from .optim import as_optimizer, require_linear, require_no_decay
 from .problem import NoisyQuadratic, check_precond
 
-__all__ = ["FiniteDataset", "FiniteLeastSquares", "batch_factor", "SAMPLINGS"]
+__all__ = ["FiniteDataset", "FiniteLeastSquares", "batch_factor", "distinct_batches", "SAMPLINGS"]
 
 SAMPLINGS = ("epochs", "batches", "replacement")
 """How :meth:`~nqm.FiniteDataset.simulate` draws its minibatches."""
@@ -406,8 +406,27 @@ def _batch_indices(rng, sampling, order, slot, b, replicas, n):
     if sampling == "replacement":
         return rng.integers(0, n, (replicas, b))
     if sampling == "batches":
-        return np.argpartition(rng.random((replicas, n)), b - 1, axis=1)[:, :b] if b < n else None
+        return distinct_batches(rng, replicas, n, b) if b < n else None
     return order[:, slot * b : (slot + 1) * b]
+
+
+def distinct_batches(rng: np.random.Generator, replicas: int, n: int, b: int) -> np.ndarray:
+    """(replicas, b) indices, each row b distinct examples of n, uniform over subsets.
+
+    Small batches (b² ≤ n) draw b indices with replacement and redraw the rows that repeat one (a row repeats with
+    probability below b²/(2n) ≤ ½, so a few rounds suffice): O(replicas·b) work instead of the O(replicas·n) of
+    ranking n random keys per row, which larger batches use. Rejecting whole rows keeps every ordered b-tuple of
+    distinct indices equally likely."""
+    if b * b > n:
+        return np.argpartition(rng.random((replicas, n)), b - 1, axis=1)[:, :b]
+    out = rng.integers(0, n, (replicas, b))
+    redo = np.arange(replicas)
+    while True:
+        ranked = np.sort(out[redo], axis=1)
+        redo = redo[np.any(ranked[:, 1:] == ranked[:, :-1], axis=1)]
+        if redo.size == 0:
+            return out
+        out[redo] = rng.integers(0, n, (redo.size, b))
 
 
 def _batch_mean(rows_of, idx, everything):

@@ -212,3 +212,20 @@ def test_fewest_epochs_are_exact_first_hits_and_no_step_on_a_grid_does_better():
         assert min(grid) >= runs.steps[i]
     with_replacement = data.optimal_epochs(0.05, batches[:-1], sampling="replacement")
     assert np.all(runs.steps[:-1] <= with_replacement.steps)  # less noise, never more steps
+
+
+@pytest.mark.parametrize("n, b", [(100, 5), (100, 40)], ids=["redrawn", "ranked"])
+def test_distinct_batches_have_no_repeats_and_the_without_replacement_law(n, b):
+    """Both paths of the sampler: rows without repeats, and batch means whose spread is the factor law (planted:
+    with replacement, 1/B; the two differ by (N − 1)/(N − B))."""
+    from nqm.finite_data import distinct_batches
+
+    data = nqm.FiniteDataset(np.array([1.0, 0.5]), np.random.default_rng(9).standard_normal((n, 2)))
+    idx = distinct_batches(np.random.default_rng(1), 200_000, n, b)
+    ranked = np.sort(idx, axis=1)
+    assert not np.any(ranked[:, 1:] == ranked[:, :-1]) and idx.min() >= 0 and idx.max() < n
+    s = np.square(data.examples[idx].mean(axis=1) - data.mean_noise) @ data.h
+    trace = np.trace(data.h[:, None] * data.sigma)
+    assert_agrees_and_control_rejected(
+        [s.mean()], [s.std(ddof=1) / np.sqrt(s.size)], trace * data.batch_factor(b), trace / b
+    )
