@@ -195,7 +195,7 @@ class NoisyQuadratic:
     @classmethod
     def from_parsed(cls, parsed: problem_file.ParsedProblem) -> NoisyQuadratic:
         """The problem of a parsed description (:func:`nqm.problem_file.read` or ``parse``)."""
-        return cls(parsed.h, parsed.c, sigma=parsed.sigma, basis=parsed.basis, name=parsed.name)
+        return cls(parsed.h, parsed.c, sigma=parsed.sigma, basis=parsed.basis, optimum=parsed.optimum, name=parsed.name)
 
     # -- presets --------------------------------------------------------------------------------
     @classmethod

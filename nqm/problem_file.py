@@ -16,6 +16,9 @@ A file names a spectrum, a noise model, optionally a rotation of the simulator's
     seed = 0
     [init]
     var = 1.0                 # E[θ₀²] per coordinate (default 1)
+    [optimum]                 # optional: θ* ≠ 0, which weight decay does not pull towards
+    kind = "normal"           # normal (scale, seed): θ* ~ N(0, scale²) drawn once | file (path): θ* per coordinate
+    scale = 1.0
 
 Paths are relative to the file. :func:`parse` turns such a mapping into arrays (it knows nothing of
 :class:`nqm.NoisyQuadratic`, which builds itself from them: ``NoisyQuadratic.from_file(path)`` and ``from_dict``);
@@ -37,7 +40,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["ParsedProblem", "read", "parse", "SPECTRUM_KINDS", "NOISE_KINDS"]
+__all__ = ["ParsedProblem", "read", "parse", "SPECTRUM_KINDS", "NOISE_KINDS", "OPTIMUM_KINDS"]
 
 SPECTRUM_KINDS = {
     "power_law": ("d", "exponent", "scale"),
@@ -55,13 +58,15 @@ NOISE_KINDS = {
 }
 """The noise kinds of a problem file and the keys each takes."""
 _OPTIONAL = {"scale": 1.0, "q": 1.0, "strength": 1.0, "seed": 0}
-_TOP_KEYS = ("name", "spectrum", "noise", "basis", "init")
+_TOP_KEYS = ("name", "spectrum", "noise", "basis", "init", "optimum")
+OPTIMUM_KINDS = {"normal": ("scale", "seed"), "file": ("path",)}
+"""The optimum kinds of a problem file and the keys each takes."""
 
 
 @dataclass(frozen=True)
 class ParsedProblem:
     """What a problem file describes, as arrays: ``h``; ``c`` or a dense ``sigma``; an optional ``basis``; the
-    ``init_var`` (scalar or (d,)) and the ``name``."""
+    ``init_var`` (scalar or (d,)), the ``name`` and an optional ``optimum`` θ* (None: 0)."""
 
     h: np.ndarray
     c: np.ndarray | None
@@ -69,6 +74,7 @@ class ParsedProblem:
     basis: np.ndarray | None
     init_var: float | np.ndarray
     name: str
+    optimum: np.ndarray | None = None
 
 
 def read(path) -> ParsedProblem:
@@ -110,7 +116,23 @@ def parse(spec: dict, *, source: str = "<dict>", base_dir=None) -> ParsedProblem
     name = spec.get("name", Path(source).stem if source != "<dict>" else "problem")
     if not isinstance(name, str):
         raise ValueError(f"{source}: name must be a string, got {name!r}")
-    return ParsedProblem(h, c, sigma, basis, init_var, name)
+    optimum = _optimum(where.table(spec, "optimum"), h.size, where)
+    return ParsedProblem(h, c, sigma, basis, init_var, name, optimum)
+
+
+def _optimum(table: dict | None, d: int, where: _Where) -> np.ndarray | None:
+    if table is None:
+        return None
+    kind = where.kind(table, "[optimum]", OPTIMUM_KINDS)
+    where.only(table, ("kind", *OPTIMUM_KINDS[kind]), f"[optimum] (kind {kind!r})")
+    if kind == "file":
+        values = where.array(table, "[optimum]", 1)
+        if values.size != d:
+            raise ValueError(f"{where.source}: [optimum] has {values.size} values for d = {d} coordinates")
+        return values
+    scale = where.number(table, "scale", "[optimum]", 1.0)
+    seed = int(where.number(table, "seed", "[optimum]", 0, positive=False))
+    return scale * np.random.default_rng(seed).standard_normal(d)
 
 
 def _spectrum(table: dict, where: _Where) -> np.ndarray:

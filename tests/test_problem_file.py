@@ -145,3 +145,19 @@ def test_info_says_where_the_optimal_step_is_on_the_edge_of_the_search(tmp_path,
     assert not facts["interior"][0]  # the smallest batch: ε/B is held below 2·h_min
     readme = info.summary(nqm.NoisyQuadratic.from_file(_write(tmp_path, example_toml, "r.toml")), target=0.01)
     assert all(readme["interior"])
+
+
+def test_the_optimum_table_draws_or_reads_theta_star(tmp_path):
+    base = '[spectrum]\nkind = "power_law"\nd = 3\nexponent = 1.0\n[noise]\nkind = "power"\n'
+    drawn = nqm.NoisyQuadratic.from_file(_write(tmp_path, base + '[optimum]\nkind = "normal"\nscale = 2.0\nseed = 5\n'))
+    np.testing.assert_array_equal(drawn.optimum, 2.0 * np.random.default_rng(5).standard_normal(3))
+    (tmp_path / "star.txt").write_text("1.0\n-2.0\n0.5\n")
+    read = nqm.NoisyQuadratic.from_file(_write(tmp_path, base + '[optimum]\nkind = "file"\npath = "star.txt"\n'))
+    np.testing.assert_array_equal(read.optimum, [1.0, -2.0, 0.5])
+    assert nqm.NoisyQuadratic.from_file(_write(tmp_path, base)).optimum is None
+    for bad, message in (('kind = "file"\npath = "c.txt"\n', "cannot read"), ('kind = "normal"\nmean = 1\n', "'mean'")):
+        with pytest.raises(ValueError, match=message):
+            nqm.NoisyQuadratic.from_file(_write(tmp_path, base + "[optimum]\n" + bad))
+    (tmp_path / "short.txt").write_text("1.0\n2.0\n")
+    with pytest.raises(ValueError, match="2 values for d = 3"):
+        nqm.NoisyQuadratic.from_file(_write(tmp_path, base + '[optimum]\nkind = "file"\npath = "short.txt"\n'))
