@@ -250,7 +250,9 @@ def test_held_weight_decay_is_the_best_step_at_that_decay():
     [
         ({"weight_decay": "tuned"}, "weight_decay"),
         ({"weight_decay": -0.1}, "weight_decay"),
-        ({"weight_decay": 0.1, "family": "heavy_ball"}, "family"),
+        ({"weight_decay": 0.1, "family": "nesterov"}, "family"),
+        ({"weight_decay": "tune", "family": "heavy_ball"}, "heavy_ball"),
+        ({"weight_decay": 0.1, "family": "heavy_ball", "decoupled": True}, "heavy_ball"),
         ({"weight_decay": 0.1, "decoupled": 1}, "decoupled"),
     ],
 )
@@ -285,3 +287,24 @@ def test_adamw_with_an_optimum_decays_towards_zero_not_the_optimum(rotated):
     run = nqm.simulate(p, opt, 1, 200, 2, theta0=theta0, at=np.arange(1, 201))
     np.testing.assert_allclose(run.mean, _adamw_in_theta(H, OPTIMUM, theta0, 0.05, 0.9, 0.99, 1e-8, 0.3, 200, basis),
                                rtol=1e-10)  # fmt: skip
+
+
+def test_heavy_ball_with_a_held_decay_is_tuned_to_exact_first_hits_that_a_grid_does_not_beat():
+    p = _tuning_problem()
+    target = 0.12 * 0.5 * p.h.sum()
+    batches = np.array([1.0, 16.0])
+    runs = dynamics.optimal_steps_to_target(p, target, batches, family="heavy_ball", weight_decay=0.03)
+    assert np.all(runs.weight_decay == 0.03) and runs.momentum is not None
+    for i, b in enumerate(batches):
+        opt = runs.optimizer(i)
+        assert opt.weight_decay == 0.03 and opt.momentum == runs.momentum[i]
+        assert dynamics.steps_to_target(p, opt, b, target) == runs.steps[i]
+        candidates = [
+            optim.heavy_ball(e, beta, weight_decay=0.03)
+            for e in runs.lr[i] * np.geomspace(0.3, 1.5, 10)
+            for beta in np.clip(1 - (1 - runs.momentum[i]) * np.geomspace(0.3, 3.0, 10), 0.0, 0.999)
+        ]
+        settled = [o for o in candidates if dynamics.steady_state_loss(p, o, b) < target]
+        assert len(settled) > 20
+        grid = [dynamics.steps_to_target(p, o, b, target, max_steps=int(runs.steps[i])) for o in settled]
+        assert min(grid) >= runs.steps[i]

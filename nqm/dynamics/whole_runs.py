@@ -316,6 +316,8 @@ class OptimalRuns:
     def optimizer(self, i: int):
         """The tuned optimiser value (:mod:`nqm.optim`) of batch size ``batch_sizes[i]``."""
         lr = float(self.lr[i])
+        if self.weight_decay is not None and self.family == "heavy_ball":
+            return heavy_ball(lr, float(self.momentum[i]), self.precond, float(self.weight_decay[i]), self.decoupled)
         if self.weight_decay is not None:
             return sgd(lr, self.precond, float(self.weight_decay[i]), self.decoupled)
         if self.family == "heavy_ball":
@@ -515,6 +517,46 @@ class _DecayTunedLoss(_TunedLoss):
         return {"weight_decay": hp}
 
 
+class _DecayHeavyBallLoss(_TunedLoss):
+    """Heavy ball with a held coupled weight decay λ, for rows of (ε, β): heavy ball's closed form at the curvature
+    h + λ, plus the square of the mean's path towards the biased fixed point x∞ = −λθ*/(h + λ)."""
+
+    def __init__(self, p: NoisyQuadratic, batch_sizes, init_var, precond, decay: float):
+        super().__init__(p, batch_sizes, init_var, precond, "heavy_ball")
+        self.decay = decay
+        self.kappa = check_precond(p, precond) * (p.h + decay)  # coupled decay is curvature
+        self.x_inf = None if p.optimum is None or not np.any(p.optimum) else -decay * p.optimum / (p.h + decay)
+
+    def _moments(self, eps, hp, v0, rows=slice(None)):
+        variance = super()._moments(eps, hp, v0, rows)
+        if self.x_inf is None:
+            return variance
+        lam, beta = eps[..., None] * self.kappa, np.broadcast_to(hp[..., None], np.shape(eps) + self.kappa.shape)
+        f = np.empty(lam.shape + (2, 2))
+        f[..., 0, 0], f[..., 0, 1], f[..., 1, 0], f[..., 1, 1] = 1 + beta - lam, -beta, 1.0, 0.0
+        return PulledMoments(variance, TwoStateMoments(f, np.zeros(lam.shape + (2,)), 0.0, (1.0, 0.0)), self.x_inf)
+
+    def stationary(self, eps, hp):
+        bias = 0.0 if self.x_inf is None else self.x_inf**2 @ self.half_h
+        return super().stationary(eps, hp) + bias
+
+    def result_fields(self, hp) -> dict:
+        return {"momentum": hp, "weight_decay": np.full_like(hp, self.decay)}
+
+
+class PulledMoments:
+    """E[x_t²] of a two-state run pulled towards x∞ (both states at rest there) from a zero mean: the zero-mean
+    second moment ``variance.at(t)`` plus ``(x∞ − e₀ᵀF^t(1, 1)·x∞)²`` from ``response``'s row of F^t."""
+
+    def __init__(self, variance, response: TwoStateMoments, x_inf):
+        self.variance, self.response, self.x_inf = variance, response, x_inf
+
+    def at(self, t):
+        r0, r1 = self.response.row(np.asarray(t, dtype=np.float64))
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self.variance.at(t) + (self.x_inf * (1.0 - r0 - r1)) ** 2
+
+
 def _first_crossing(loss: _TunedLoss, eps, hp, target, guess=None, max_steps=2.0**50):
     """(first integer k, continuous estimate) with E[L_k] ≤ target, per row; inf where never.
 
@@ -675,8 +717,11 @@ def _check_decay_choice(weight_decay, decoupled, family):
         decay = check_real("weight_decay", weight_decay, low=0.0) or None
     if not isinstance(decoupled, (bool, np.bool_)):
         raise TypeError(f"decoupled must be True or False, got {decoupled!r}")
-    if decay is not None and family != "sgd":
-        raise ValueError(f"weight decay is tuned for family='sgd' only (not yet for {family!r})")
+    if decay is not None and family == "heavy_ball" and (decay == "tune" or decoupled):
+        raise ValueError("family='heavy_ball' holds a coupled weight_decay (a number); tuning it, or decoupled "
+                         "decay, is for family='sgd' only so far")  # fmt: skip
+    if decay is not None and family not in ("sgd", "heavy_ball"):
+        raise ValueError(f"weight decay is held or tuned for family='sgd' and held for 'heavy_ball' (not {family!r})")
     return decay
 
 
@@ -738,10 +783,11 @@ def optimal_steps_to_target(
     checked at every step, so their steps are exact first hits; ``interior`` is False where ε or h sits at
     an end of its range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed).
 
-    ``weight_decay`` (SGD only): λ held at a number, or ``"tune"``d on log λ over [10⁻³·h_min, h_max], coupled or
-    ``decoupled`` (:mod:`nqm.optim`); the runs then start from E[θ₀] = θ* (the problem's ``optimum``, towards which
-    the decay does not pull) and are searched as the momentum families are, on the closed form of
-    :class:`~nqm.dynamics.DecayedSgdMoments`. With θ* = 0, decay only adds curvature and a tuned λ runs to h_max.
+    ``weight_decay``: for SGD, λ held at a number or ``"tune"``d on log λ over [10⁻³·h_min, h_max], coupled or
+    ``decoupled`` (:mod:`nqm.optim`); for heavy ball, a coupled λ held while ε and β are tuned. The runs start
+    from E[θ₀] = θ* (the problem's ``optimum``, towards which the decay does not pull) and are searched as the
+    momentum families are, on closed forms (:class:`~nqm.dynamics.DecayedSgdMoments`; heavy ball's at the
+    curvature h + λ plus its mean's path). With θ* = 0, decay only adds curvature and a tuned λ runs to h_max.
 
     References: Zhang et al. 2019 (arXiv:1907.04164), Fig. 2–3 (SGD), 5 (momentum), 7 (EMA);
     McCandlish et al. 2018, §2.3.
@@ -751,6 +797,8 @@ def optimal_steps_to_target(
     target = check_target(target)
     b = check_batch_sizes(batch_sizes)
     decay = _check_decay_choice(weight_decay, decoupled, family)
+    if decay is not None and family == "heavy_ball":
+        return _optimal_tuned(p, target, b, _DecayHeavyBallLoss(p, b, init_var, precond, decay))
     if decay is not None:
         return _optimal_tuned(p, target, b, _DecayTunedLoss(p, b, init_var, precond, decay, bool(decoupled)))
     if family != "sgd":
