@@ -252,7 +252,6 @@ def test_held_weight_decay_is_the_best_step_at_that_decay():
         ({"weight_decay": -0.1}, "weight_decay"),
         ({"weight_decay": 0.1, "family": "nesterov"}, "family"),
         ({"weight_decay": "tune", "family": "heavy_ball"}, "heavy_ball"),
-        ({"weight_decay": 0.1, "family": "heavy_ball", "decoupled": True}, "heavy_ball"),
         ({"weight_decay": 0.1, "decoupled": 1}, "decoupled"),
     ],
 )
@@ -289,18 +288,21 @@ def test_adamw_with_an_optimum_decays_towards_zero_not_the_optimum(rotated):
                                rtol=1e-10)  # fmt: skip
 
 
-def test_heavy_ball_with_a_held_decay_is_tuned_to_exact_first_hits_that_a_grid_does_not_beat():
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_heavy_ball_with_a_held_decay_is_tuned_to_exact_first_hits_that_a_grid_does_not_beat(decoupled):
     p = _tuning_problem()
     target = 0.12 * 0.5 * p.h.sum()
     batches = np.array([1.0, 16.0])
-    runs = dynamics.optimal_steps_to_target(p, target, batches, family="heavy_ball", weight_decay=0.03)
+    runs = dynamics.optimal_steps_to_target(
+        p, target, batches, family="heavy_ball", weight_decay=0.03, decoupled=decoupled
+    )
     assert np.all(runs.weight_decay == 0.03) and runs.momentum is not None
     for i, b in enumerate(batches):
         opt = runs.optimizer(i)
-        assert opt.weight_decay == 0.03 and opt.momentum == runs.momentum[i]
+        assert opt.weight_decay == 0.03 and opt.momentum == runs.momentum[i] and opt.decoupled is decoupled
         assert dynamics.steps_to_target(p, opt, b, target) == runs.steps[i]
         candidates = [
-            optim.heavy_ball(e, beta, weight_decay=0.03)
+            optim.heavy_ball(e, beta, weight_decay=0.03, decoupled=decoupled)
             for e in runs.lr[i] * np.geomspace(0.3, 1.5, 10)
             for beta in np.clip(1 - (1 - runs.momentum[i]) * np.geomspace(0.3, 3.0, 10), 0.0, 0.999)
         ]
@@ -308,3 +310,23 @@ def test_heavy_ball_with_a_held_decay_is_tuned_to_exact_first_hits_that_a_grid_d
         assert len(settled) > 20
         grid = [dynamics.steps_to_target(p, o, b, target, max_steps=int(runs.steps[i])) for o in settled]
         assert min(grid) >= runs.steps[i]
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_the_heavy_ball_tuner_s_closed_form_is_the_expected_loss(decoupled):
+    """The tuner's E[L_t] for rows of (ε, β) with a held decay (its own assembly: heavy ball's closed form or the
+    two-state form with a per-row start, plus the mean's path) against expected_loss, which the θ-recursion test
+    holds; at every step of a run and for three rows at once."""
+    from nqm.dynamics.whole_runs import _DecayHeavyBallLoss
+
+    p = _problem()
+    loss = _DecayHeavyBallLoss(p, np.array([B]), V0, PRE, 0.4, decoupled)
+    eps, beta = np.array([0.05, 0.1, 0.2]), np.array([0.5, 0.7, 0.9])
+    t = np.arange(0, 200)
+    got = np.array([loss.curve(eps, beta)(np.full(3, k)) for k in t])
+    for j in range(3):
+        opt = optim.heavy_ball(eps[j], beta[j], PRE, weight_decay=0.4, decoupled=decoupled)
+        np.testing.assert_allclose(got[:, j], dynamics.expected_loss(p, opt, B, 199, init_var=V0).mean, rtol=1e-11)
+        assert loss.stationary(eps[j : j + 1], beta[j : j + 1])[0] == pytest.approx(
+            dynamics.steady_state_loss(p, opt, B), rel=1e-11
+        )

@@ -111,7 +111,7 @@ class TwoStateMoments:
         s_inf = two_state_stationary(f, u)
         self.x_inf = s_inf[..., 0]
         v0 = np.asarray(v0, dtype=np.float64)
-        e0, e1 = (float(x) for x in e)
+        e0, e1 = (np.asarray(x, dtype=np.float64) for x in e)  # numbers, or arrays broadcasting with the rest
         self.v00 = v0 * e0 * e0
         self.dev = (v0 * e0 * e0 - s_inf[..., 0], v0 * e0 * e1 - s_inf[..., 1], v0 * e1 * e1 - s_inf[..., 2])
         self.f00, self.f01 = f00, f01

@@ -518,43 +518,90 @@ class _DecayTunedLoss(_TunedLoss):
 
 
 class _DecayHeavyBallLoss(_TunedLoss):
-    """Heavy ball with a held coupled weight decay λ, for rows of (ε, β): heavy ball's closed form at the curvature
-    h + λ, plus the square of the mean's path towards the biased fixed point x∞ = −λθ*/(h + λ)."""
+    """Heavy ball with a held weight decay λ, for rows of (ε, β): E[x_t²] is the zero-mean second moment plus the
+    square of the mean's path to the biased fixed point (:class:`PulledMoments`). Coupled: heavy ball's closed form
+    at the curvature h + λ, x∞ = −λθ*/(h + λ). Decoupled (δ = ελ): the two-state form of
+    ``θ_{t+1} = (1 + β − λ − δ)θ_t − β(1 − δ)θ_{t−1}`` started at θ_{−1} = θ₀/(1 − δ), with
+    x∞ = −λ(1 − β)θ*/(ph + λ(1 − β))."""
 
-    def __init__(self, p: NoisyQuadratic, batch_sizes, init_var, precond, decay: float):
+    def __init__(self, p: NoisyQuadratic, batch_sizes, init_var, precond, decay: float, decoupled: bool):
         super().__init__(p, batch_sizes, init_var, precond, "heavy_ball")
-        self.decay = decay
-        self.kappa = check_precond(p, precond) * (p.h + decay)  # coupled decay is curvature
-        self.x_inf = None if p.optimum is None or not np.any(p.optimum) else -decay * p.optimum / (p.h + decay)
+        self.decay, self.decoupled = decay, decoupled
+        self.pre = check_precond(p, precond)
+        if not decoupled:
+            self.kappa = self.pre * (p.h + decay)  # coupled decay is curvature
+        self.optimum = None if p.optimum is None or not np.any(p.optimum) else p.optimum
+
+    def _parts(self, eps, hp, rows=slice(None)):
+        """(λ, q, β, δ) per row and coordinate, and the transition F."""
+        lam, q = eps[..., None] * self.kappa, eps[..., None] ** 2 * self.noise[rows]
+        beta = np.broadcast_to(hp[..., None], lam.shape)
+        delta = np.broadcast_to(eps[..., None] * self.decay if self.decoupled else 0.0, lam.shape)
+        f = np.empty(lam.shape + (2, 2))
+        f[..., 0, 0], f[..., 0, 1] = 1 + beta - lam - delta, -beta * (1 - delta)
+        f[..., 1, 0], f[..., 1, 1] = 1.0, 0.0
+        return lam, q, beta, delta, f
+
+    def _fixed_point(self, lam, beta, delta):
+        """x∞ per row and coordinate (pull over λ + δ(1 − β)), None without an optimum."""
+        if self.optimum is None:
+            return None
+        if self.decoupled:
+            return -delta * (1 - beta) * self.optimum / (lam + delta * (1 - beta))
+        return -self.decay * self.optimum / (self.kappa / self.pre)
 
     def _moments(self, eps, hp, v0, rows=slice(None)):
-        variance = super()._moments(eps, hp, v0, rows)
-        if self.x_inf is None:
+        lam, q, beta, delta, f = self._parts(eps, hp, rows)
+        if self.decoupled:
+            u = np.zeros(lam.shape + (2,))
+            u[..., 0] = -np.sqrt(q)
+            start = (1.0, 1.0 / (1.0 - delta[..., :1]))  # θ_{−1} = θ₀/(1 − δ): one δ per row
+            variance = TwoStateMoments(f, u, v0, start)
+        else:
+            variance = super()._moments(eps, hp, v0, rows)
+        x_inf = self._fixed_point(lam, beta, delta)
+        if x_inf is None:
             return variance
-        lam, beta = eps[..., None] * self.kappa, np.broadcast_to(hp[..., None], np.shape(eps) + self.kappa.shape)
-        f = np.empty(lam.shape + (2, 2))
-        f[..., 0, 0], f[..., 0, 1], f[..., 1, 0], f[..., 1, 1] = 1 + beta - lam, -beta, 1.0, 0.0
-        return PulledMoments(variance, TwoStateMoments(f, np.zeros(lam.shape + (2,)), 0.0, (1.0, 0.0)), self.x_inf)
+        offset = np.zeros(lam.shape) if not self.decoupled else delta / (1 - delta) * self.optimum
+        response = TwoStateMoments(f, np.zeros(lam.shape + (2,)), 0.0, (1.0, 0.0))
+        return PulledMoments(variance, response, x_inf, offset)
 
     def stationary(self, eps, hp):
-        bias = 0.0 if self.x_inf is None else self.x_inf**2 @ self.half_h
-        return super().stationary(eps, hp) + bias
+        lam, q, beta, delta, f = self._parts(eps, hp)
+        if self.decoupled:
+            u = np.zeros(lam.shape + (2,))
+            u[..., 0] = -np.sqrt(q)
+            noise = two_state_stationary(f, u)[..., 0]
+        else:
+            noise = heavy_ball_stationary(lam, q, beta)
+        x_inf = self._fixed_point(lam, beta, delta)
+        return (noise if x_inf is None else noise + x_inf**2) @ self.half_h
+
+    def stability_edge(self, hp):
+        if not self.decoupled:
+            return super().stability_edge(hp)
+        # Jury on x' = a₁x + a₂x₋ with a₁ = 1 + β − εph − ελ, a₂ = −β(1 − ελ): ε(max ph + λ(1 + β)) < 2(1 + β),
+        # and ελ < 1 for the decay itself
+        beta = np.asarray(hp)
+        return np.minimum(2 * (1 + beta) / (self.kappa.max() + self.decay * (1 + beta)), 1.0 / self.decay)
 
     def result_fields(self, hp) -> dict:
         return {"momentum": hp, "weight_decay": np.full_like(hp, self.decay)}
 
 
 class PulledMoments:
-    """E[x_t²] of a two-state run pulled towards x∞ (both states at rest there) from a zero mean: the zero-mean
-    second moment ``variance.at(t)`` plus ``(x∞ − e₀ᵀF^t(1, 1)·x∞)²`` from ``response``'s row of F^t."""
+    """E[x_t²] of a two-state run pulled towards x∞ (both states at rest there): the zero-mean second moment
+    ``variance.at(t)`` plus the mean's square, ``E[s_t] = s∞ + F^t(s₀ − s∞)`` with s∞ = (x∞, x∞), E[s₀] =
+    (0, ``offset``), and ``response``'s row e₀ᵀF^t."""
 
-    def __init__(self, variance, response: TwoStateMoments, x_inf):
-        self.variance, self.response, self.x_inf = variance, response, x_inf
+    def __init__(self, variance, response: TwoStateMoments, x_inf, offset):
+        self.variance, self.response, self.x_inf, self.offset = variance, response, x_inf, offset
 
     def at(self, t):
         r0, r1 = self.response.row(np.asarray(t, dtype=np.float64))
         with np.errstate(over="ignore", invalid="ignore"):
-            return self.variance.at(t) + (self.x_inf * (1.0 - r0 - r1)) ** 2
+            mean = self.x_inf - r0 * self.x_inf + r1 * (self.offset - self.x_inf)
+            return self.variance.at(t) + mean**2
 
 
 def _first_crossing(loss: _TunedLoss, eps, hp, target, guess=None, max_steps=2.0**50):
@@ -717,9 +764,10 @@ def _check_decay_choice(weight_decay, decoupled, family):
         decay = check_real("weight_decay", weight_decay, low=0.0) or None
     if not isinstance(decoupled, (bool, np.bool_)):
         raise TypeError(f"decoupled must be True or False, got {decoupled!r}")
-    if decay is not None and family == "heavy_ball" and (decay == "tune" or decoupled):
-        raise ValueError("family='heavy_ball' holds a coupled weight_decay (a number); tuning it, or decoupled "
-                         "decay, is for family='sgd' only so far")  # fmt: skip
+    if decay is not None and family == "heavy_ball" and decay == "tune":
+        raise ValueError(
+            "family='heavy_ball' holds a weight_decay (a number); tuning it is for family='sgd' only so far"
+        )
     if decay is not None and family not in ("sgd", "heavy_ball"):
         raise ValueError(f"weight decay is held or tuned for family='sgd' and held for 'heavy_ball' (not {family!r})")
     return decay
@@ -784,9 +832,9 @@ def optimal_steps_to_target(
     an end of its range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed).
 
     ``weight_decay``: for SGD, λ held at a number or ``"tune"``d on log λ over [10⁻³·h_min, h_max], coupled or
-    ``decoupled`` (:mod:`nqm.optim`); for heavy ball, a coupled λ held while ε and β are tuned. The runs start
-    from E[θ₀] = θ* (the problem's ``optimum``, towards which the decay does not pull) and are searched as the
-    momentum families are, on closed forms (:class:`~nqm.dynamics.DecayedSgdMoments`; heavy ball's at the
+    ``decoupled`` (:mod:`nqm.optim`); for heavy ball, λ held (coupled or decoupled) while ε and β are tuned. The
+    runs start from E[θ₀] = θ* (the problem's ``optimum``, towards which the decay does not pull) and are searched
+    as the momentum families are, on closed forms (:class:`~nqm.dynamics.DecayedSgdMoments`; heavy ball's at the
     curvature h + λ plus its mean's path). With θ* = 0, decay only adds curvature and a tuned λ runs to h_max.
 
     References: Zhang et al. 2019 (arXiv:1907.04164), Fig. 2–3 (SGD), 5 (momentum), 7 (EMA);
@@ -798,7 +846,7 @@ def optimal_steps_to_target(
     b = check_batch_sizes(batch_sizes)
     decay = _check_decay_choice(weight_decay, decoupled, family)
     if decay is not None and family == "heavy_ball":
-        return _optimal_tuned(p, target, b, _DecayHeavyBallLoss(p, b, init_var, precond, decay))
+        return _optimal_tuned(p, target, b, _DecayHeavyBallLoss(p, b, init_var, precond, decay, bool(decoupled)))
     if decay is not None:
         return _optimal_tuned(p, target, b, _DecayTunedLoss(p, b, init_var, precond, decay, bool(decoupled)))
     if family != "sgd":
