@@ -151,6 +151,13 @@ def _stable_two_state(f, g) -> bool:
     return bool(np.all((np.abs(det) < 1) & (np.abs(trace) < 1 + det)))
 
 
+def _one_minus_power(rate, log_abs, t):
+    """``1 − (1 − r)^t`` at integer t, with ``log_abs`` = log|1 − r|: by ``expm1`` while 1 − r ≥ 0 (no cancellation
+    while the power is near 1), with the power's sign (−1)^t beyond."""
+    sign = np.where(np.mod(t, 2) == 1, -1.0, 1.0)
+    return np.where(rate <= 1, -np.expm1(t * log_abs), 1.0 - sign * np.exp(t * log_abs))
+
+
 def decay_fixed_point(opt, lam, pull) -> np.ndarray:
     r"""The state's mean at rest under weight decay's pull ``pull`` (n, m), ``s∞ = (I − F)⁻¹·pull``, for SGD and
     heavy ball.
@@ -186,10 +193,7 @@ def mean_path(opt, lam, pull, start, t):
     with np.errstate(over="ignore", invalid="ignore"):
         if isinstance(opt, Sgd):
             rate = lam + opt.decoupled_rate  # 1 − a
-            log_abs = log_abs_one_minus(rate)
-            sign = np.where(np.mod(tt, 2) == 1, -1.0, 1.0)
-            one_minus_power = np.where(rate <= 1, -np.expm1(tt * log_abs), 1.0 - sign * np.exp(tt * log_abs))
-            return s_inf[:, 0] + (1.0 - one_minus_power) * dev[:, 0]
+            return s_inf[:, 0] + (1.0 - _one_minus_power(rate, log_abs_one_minus(rate), tt)) * dev[:, 0]
         f, _ = opt.transition(lam)
         r0, r1 = TwoStateMoments(f, np.zeros_like(pull), 0.0, (1.0, 0.0)).row(tt)
         return s_inf[:, 0] + r0 * dev[:, 0] + r1 * dev[:, 1]
@@ -211,8 +215,7 @@ class DecayedSgdMoments:
     def at(self, t):
         t = np.asarray(t, dtype=np.float64)
         with np.errstate(over="ignore", invalid="ignore"):
-            sign = np.where(np.mod(t, 2) == 1, -1.0, 1.0)
-            rest = np.where(self.rate <= 1, -np.expm1(t * self.log_abs), 1.0 - sign * np.exp(t * self.log_abs))
+            rest = _one_minus_power(self.rate, self.log_abs, t)
             return sgd_variance(self.rate, self.q, self.v0, t) + (self.x_inf * rest) ** 2
 
     def stationary(self):

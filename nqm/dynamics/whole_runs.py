@@ -533,14 +533,16 @@ class _DecayHeavyBallLoss(_TunedLoss):
         self.optimum = None if p.optimum is None or not np.any(p.optimum) else p.optimum
 
     def _parts(self, eps, hp, rows=slice(None)):
-        """(λ, q, β, δ) per row and coordinate, and the transition F."""
+        """(λ, q, β, δ) per row and coordinate, the transition F and the noise's gains u = (−√q, 0)."""
         lam, q = eps[..., None] * self.kappa, eps[..., None] ** 2 * self.noise[rows]
         beta = np.broadcast_to(hp[..., None], lam.shape)
         delta = np.broadcast_to(eps[..., None] * self.decay if self.decoupled else 0.0, lam.shape)
         f = np.empty(lam.shape + (2, 2))
         f[..., 0, 0], f[..., 0, 1] = 1 + beta - lam - delta, -beta * (1 - delta)
         f[..., 1, 0], f[..., 1, 1] = 1.0, 0.0
-        return lam, q, beta, delta, f
+        u = np.zeros(lam.shape + (2,))
+        u[..., 0] = -np.sqrt(q)
+        return lam, q, beta, delta, f, u
 
     def _fixed_point(self, lam, beta, delta):
         """x∞ per row and coordinate (pull over λ + δ(1 − β)), None without an optimum."""
@@ -551,10 +553,8 @@ class _DecayHeavyBallLoss(_TunedLoss):
         return -self.decay * self.optimum / (self.kappa / self.pre)
 
     def _moments(self, eps, hp, v0, rows=slice(None)):
-        lam, q, beta, delta, f = self._parts(eps, hp, rows)
+        lam, q, beta, delta, f, u = self._parts(eps, hp, rows)
         if self.decoupled:
-            u = np.zeros(lam.shape + (2,))
-            u[..., 0] = -np.sqrt(q)
             start = (1.0, 1.0 / (1.0 - delta[..., :1]))  # θ_{−1} = θ₀/(1 − δ): one δ per row
             variance = TwoStateMoments(f, u, v0, start)
         else:
@@ -567,10 +567,8 @@ class _DecayHeavyBallLoss(_TunedLoss):
         return PulledMoments(variance, response, x_inf, offset)
 
     def stationary(self, eps, hp):
-        lam, q, beta, delta, f = self._parts(eps, hp)
+        lam, q, beta, delta, f, u = self._parts(eps, hp)
         if self.decoupled:
-            u = np.zeros(lam.shape + (2,))
-            u[..., 0] = -np.sqrt(q)
             noise = two_state_stationary(f, u)[..., 0]
         else:
             noise = heavy_ball_stationary(lam, q, beta)
