@@ -4,7 +4,8 @@
 2. Philox4x32-10 words on the GPU against NumPy: the published known answers and 2²⁰ random counters/keys
    (identical, word for word).
 3. The fused kernel against its NumPy mirror on the same counters (SGD; momentum + EMA; Nesterov, alone and with
-   EMA; float64 and float32):
+   EMA; weight decay pulling towards 0 with an optimum θ* ≠ 0, coupled SGD, decoupled heavy ball, AdamW; float64
+   and float32):
    the largest relative difference of per-replica losses; chunked launches against one launch (identical).
 4. Skip-ahead and one-step improvements on CuPy against NumPy.
 5. Throughput of the fused kernel (f32 SGD, many steps per launch) in coordinate-updates/s, against the
@@ -78,17 +79,22 @@ OPTIMISERS = {
     "nesterov+ema": optim.ema(optim.nesterov(0.5, 0.6), 0.9),
     "sign-SGD": optim.sign_sgd(0.002),  # the adaptive kernel, nqm_adaptive_run
     "adam": optim.adam(0.002, 0.9, 0.999, 1e-8),
+    "sgd, coupled decay": optim.sgd(0.5, weight_decay=0.1),  # the kernel's drift (θ* ≠ 0 below)
+    "heavy ball, decoupled decay": optim.heavy_ball(0.5, 0.6, weight_decay=0.1, decoupled=True),
+    "adamw": optim.adamw(0.002, 0.9, 0.999, 1e-8, weight_decay=0.1),  # the adaptive kernel's pull
 }
 
 
 def check_fused(cp) -> dict:
     p = nqm.NoisyQuadratic.zhang2019(4096)
+    pulled = nqm.NoisyQuadratic(p.h, p.c, optimum=np.random.default_rng(1).standard_normal(p.d))
     out = {}
     for dtype, name in ((np.float64, "f64"), (np.float32, "f32")):
         for label, opt in OPTIMISERS.items():
+            q = pulled if getattr(opt, "weight_decay", 0.0) else p
             common = dict(seed=3, at=[0, 1, 7, 100, 200], dtype=dtype, keep_losses=True)
-            gpu = nqm.simulate(p, opt, 8, 200, 64, backend="cupy", **common)
-            cpu = nqm.simulate(p, opt, 8, 200, 64, backend="numpy", generator="philox", **common)
+            gpu = nqm.simulate(q, opt, 8, 200, 64, backend="cupy", **common)
+            cpu = nqm.simulate(q, opt, 8, 200, 64, backend="numpy", generator="philox", **common)
             out[f"{label}, {name}: max rel. diff of losses"] = float(np.max(np.abs(gpu.losses / cpu.losses - 1)))
     opt = optim.ema(optim.nesterov(0.5, 0.4), 0.7)
     args = (p, opt, 8.0, 23, 10, 5, np.ones(p.d), np.array([0, 1, 4, 5, 22, 23]), np.float32)

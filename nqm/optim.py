@@ -177,8 +177,9 @@ class _Decaying(_Linear):
     ``forcing(pre)`` is that constant pull per unit θ*, per coordinate (d, m): ``s' = F s + forcing·θ* + gσz``;
     ``start_offset()`` what the start adds per unit θ* (decoupled heavy ball's θ_{−1} = θ₀/(1 − δ) is not x₀).
     The reported loss is the model's L(θ) = ½(θ − θ*)ᵀH(θ − θ*), not the regularised objective. The decay lives in
-    the transition; ``update`` (the simulators' general path) does not carry it, and the engines that run ``update``
-    refuse a decaying optimiser (:func:`require_no_decay`).
+    the transition; ``update`` does not carry it: the simulators' general path writes it on θ around ``update``
+    (``nqm.montecarlo.basis.WorkingBasis.step``), and the engines that do neither refuse a decaying optimiser
+    (:func:`require_no_decay`).
     """
 
     @property

@@ -427,6 +427,28 @@ def test_adaptive_kernel_equals_its_numpy_mirror(cupy, opt, dtype, rtol):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize(
+    "opt",
+    [
+        optim.sgd(0.5, weight_decay=0.2),
+        optim.heavy_ball(0.4, 0.6, weight_decay=0.2, decoupled=True),
+        optim.adamw(0.02, 0.8, 0.95, 1e-3, weight_decay=0.5),
+    ],
+    ids=["sgd coupled", "heavy ball decoupled", "adamw"],
+)
+@pytest.mark.parametrize("rotated", [False, True])
+def test_gpu_weight_decay_pulls_towards_zero_as_numpy_does(cupy, opt, rotated):
+    """An optimum θ* ≠ 0: the kernels' drift / pull (diagonal) and the general path's decay on θ (rotated), against
+    NumPy on the same counters."""
+    q = spectra.random_rotation(P.d, seed=1) if rotated else None
+    p = nqm.NoisyQuadratic(P.h, P.c, basis=q, optimum=np.random.default_rng(2).standard_normal(P.d))
+    common = dict(seed=5, at=[0, 1, 7, 50], keep_losses=True)
+    gpu = nqm.simulate(p, opt, 8, 50, 16, backend="cupy", **common)
+    cpu = nqm.simulate(p, opt, 8, 50, 16, backend="numpy", generator="philox", **common)
+    np.testing.assert_allclose(gpu.losses, cpu.losses, rtol=1e-12 if q is None else 1e-9)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("opt", [optim.adam(0.02, 0.8, 0.95, 1e-3), optim.normalized_sgd(0.05)], ids=["adam", "nsgd"])
 def test_gpu_general_path_runs_nonlinear_updates(cupy, opt):
     """A rotated problem runs the optimiser's ``update`` on CuPy arrays (ufuncs with ``out=``), against NumPy."""

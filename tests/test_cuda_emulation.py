@@ -53,6 +53,7 @@ def _build(directory: Path, threads: int | None) -> ctypes.CDLL:
         ptr,
         ptr,
         ptr,
+        ptr,
         i32,
         f64,
         i32,
@@ -68,7 +69,7 @@ def _build(directory: Path, threads: int | None) -> ctypes.CDLL:
         u32,
         ctypes.c_uint,
     ]
-    so.emu_adaptive_run.argtypes = [i32, ptr, ptr, ptr, ptr, ptr, i32, f64, f64, f64, f64, f64]
+    so.emu_adaptive_run.argtypes = [i32, ptr, ptr, ptr, ptr, ptr, ptr, i32, f64, f64, f64, f64, f64]
     so.emu_adaptive_run.argtypes += [i32, i32, i64, i64, i64, ptr, i32, ptr, i32, u32, u32, ctypes.c_uint]
     return so
 
@@ -116,10 +117,10 @@ def test_init_kernel_draws_the_mirror_s_theta0(emu, dtype, rtol):
 def _emulated_launch(emu, dtype, grid_y: int = 1):
     """A ``launch`` for :func:`nqm.montecarlo.counter.diagonal_rows` that runs the compiled kernel in place."""
 
-    def launch(key, x, aux, avg, kind, coef, h, gamma, row0, t0, t1, ck, part):
+    def launch(key, x, aux, avg, kind, coef, drift, h, gamma, row0, t0, t1, ck, part):
         rows, d = x.shape
         ck = np.ascontiguousarray(ck, dtype=np.int64)
-        pointers = [_p(v) for v in (x, aux, avg, coef, h)]
+        pointers = [_p(v) for v in (x, aux, avg, coef, drift, h)]
         scalars = [counter_sim.KIND_CODES[kind], gamma, d, rows, row0, t0, t1]
         scalars += [_p(ck) if ck.size else None, ck.size, _p(part), part.shape[1]]
         emu.emu_run(int(dtype == np.float32), *pointers, *scalars, *key, grid_y)
@@ -128,8 +129,13 @@ def _emulated_launch(emu, dtype, grid_y: int = 1):
     return launch
 
 
+OPTIMUM = np.random.default_rng(4).standard_normal(150)  # weight decay pulls towards 0, not towards it
+
+
 def _kernel_and_mirror(emu, dtype, opt, chunk, grid_y):
     p = nqm.NoisyQuadratic.zhang2019(150)
+    if getattr(opt, "weight_decay", 0.0):
+        p = nqm.NoisyQuadratic(p.h, p.c, optimum=OPTIMUM)
     key, steps, rows, row0 = philox.seed_key(8), 50, 6, 3
     record = np.array([0, 1, 2, 3, 4, 7, 20, 49, 50])
     rec = diagonal_recurrence(p, opt, 8.0)
@@ -147,6 +153,8 @@ OPTIMISERS = {
     "heavy_ball+ema": optim.ema(optim.heavy_ball(0.4, 0.4), 0.7),
     "nesterov": optim.nesterov(0.4, 0.6),
     "nesterov+ema": optim.ema(optim.nesterov(0.4, 0.5), 0.8),
+    "sgd, coupled decay": optim.sgd(0.4, weight_decay=0.3),
+    "heavy_ball, decoupled decay": optim.heavy_ball(0.4, 0.6, weight_decay=0.3, decoupled=True),
 }
 MODES = pytest.mark.parametrize("opt", list(OPTIMISERS.values()), ids=list(OPTIMISERS))
 PRECISIONS = pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-11), (np.float32, 2e-5)])
@@ -209,14 +217,14 @@ ELEMENTWISE = {
 def _emulated_elementwise_launch(emu, dtype, grid_y: int = 1):
     """A ``launch`` for :func:`nqm.montecarlo.counter.elementwise_rows` that runs the compiled kernel in place."""
 
-    def launch(key, x, aux, opt, h, sd, row0, t0, t1, ck, part):
+    def launch(key, x, aux, opt, h, sd, pull, row0, t0, t1, ck, part):
         rows, d = x.shape
         ck = np.ascontiguousarray(ck, dtype=np.int64)
         kind, *scalars = counter_sim.elementwise_parameters(opt)
         mom = aux[0] if kind in (1, 3) else None
         sec = aux[-1] if kind in (2, 3) else None
         sd_t = np.ascontiguousarray(sd, dtype=dtype)
-        pointers = [_p(v) for v in (x, mom, sec, sd_t, h)]
+        pointers = [_p(v) for v in (x, mom, sec, sd_t, pull, h)]
         rest = [d, rows, row0, t0, t1, _p(ck) if ck.size else None, ck.size, _p(part), part.shape[1]]
         emu.emu_adaptive_run(int(dtype == np.float32), *pointers, kind, *scalars, *rest, *key, grid_y)
         return x, aux
@@ -224,15 +232,16 @@ def _emulated_elementwise_launch(emu, dtype, grid_y: int = 1):
     return launch
 
 
-def _elementwise_kernel_and_mirror(emu, dtype, opt, chunk, grid_y):
+def _elementwise_kernel_and_mirror(emu, dtype, opt, chunk, grid_y, optimum=None):
     p = nqm.NoisyQuadratic.zhang2019(150)
     key, steps, rows, row0 = philox.seed_key(8), 50, 6, 3
     record = np.array([0, 1, 2, 3, 4, 7, 20, 49, 50])
     x0 = counter_sim.initial_theta(np, key, None, np.ones(p.d), rows, row0, p.d, dtype)
     rest = (opt, p.h, np.sqrt(p.c / 8.0), record, row0, counter_sim.chunks(steps, chunk))
+    pull = None if optimum is None else opt.pull(optimum)
     launch = _emulated_elementwise_launch(emu, dtype, grid_y)
-    kernel = counter_sim.elementwise_rows(np, key, x0.copy(), *rest, launch=launch)
-    return kernel, counter_sim.elementwise_rows(np, key, x0.copy(), *rest)
+    kernel = counter_sim.elementwise_rows(np, key, x0.copy(), *rest, launch=launch, pull=pull)
+    return kernel, counter_sim.elementwise_rows(np, key, x0.copy(), *rest, pull=pull)
 
 
 @PRECISIONS
@@ -251,6 +260,19 @@ def test_adaptive_kernel_equals_its_numpy_mirror(emu, dtype, rtol, opt, chunk, g
 def test_adaptive_kernel_block_reduction_with_two_warps(emu64, opt):
     (kernel, _), (mirror, _) = _elementwise_kernel_and_mirror(emu64, np.float64, opt, 3, 2)
     np.testing.assert_allclose(kernel, mirror, rtol=1e-11)
+
+
+@PRECISIONS
+@pytest.mark.parametrize("chunk, grid_y", [(1, 1), (50, 6)])
+def test_adamw_kernel_carries_the_pull_towards_zero(emu, dtype, rtol, chunk, grid_y):
+    """AdamW with an optimum θ* ≠ 0: the kernel adds the same −ελθ* each step as the mirror; planted error: the
+    mirror without the pull differs."""
+    opt = ELEMENTWISE["adamw"]
+    (kernel, state), (mirror, mirror_state) = _elementwise_kernel_and_mirror(emu, dtype, opt, chunk, grid_y, OPTIMUM)
+    np.testing.assert_allclose(kernel, mirror, rtol=rtol)
+    np.testing.assert_allclose(state, mirror_state, rtol=rtol * 100, atol=rtol)
+    (unpulled, _), _ = _elementwise_kernel_and_mirror(emu, dtype, opt, chunk, grid_y)
+    assert not np.allclose(kernel[:, -1], unpulled[:, -1], rtol=1e-2)
 
 
 def test_a_planted_adaptive_kernel_error_is_caught(emu):

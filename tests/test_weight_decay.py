@@ -165,23 +165,8 @@ def test_simulation_with_weight_decay_agrees_with_the_exact_curve(name):
         (lambda: optim.heavy_ball(0.5, 0.9, weight_decay=0.1, decoupled="yes"), "decoupled"),
         (lambda: optim.ema(optim.sgd(0.1, weight_decay=0.1), 0.9), "ema"),
         (lambda: nqm.NoisyQuadratic(H, C, optimum=[1.0, 2.0]), "optimum"),
-        (
-            lambda: nqm.simulate(_problem(), optim.sgd(0.1, weight_decay=0.1), B, 5, 4, generator="philox"),
-            "sfc64",
-        ),
-        (
-            lambda: nqm.simulate(
-                nqm.NoisyQuadratic(H, C, basis=np.eye(5)[::-1]), optim.sgd(0.1, weight_decay=0.1), B, 5, 4
-            ),
-            "diagonal",
-        ),
-        (lambda: nqm.simulate(_problem(), optim.adamw(0.01, weight_decay=0.1), B, 5, 4, generator="philox"), "sfc64"),
         (lambda: nqm.LeastSquares(H, 0.1).expected_loss(optim.sgd(0.1, weight_decay=0.1), 2, 3), "weight decay"),
         (lambda: dynamics.coordinate_variance(_problem(), optim.sgd(0.1, weight_decay=0.1), B, 3), "weight decay"),
-        (
-            lambda: nqm.montecarlo.simulate_checkpoints(_problem(), optim.sgd(0.1, weight_decay=0.1), B, [3], 4),
-            "optimum",
-        ),
     ],
 )
 def test_what_weight_decay_does_not_support_is_a_clear_error(call, message):
@@ -189,16 +174,67 @@ def test_what_weight_decay_does_not_support_is_a_clear_error(call, message):
         call()
 
 
-def test_the_counter_engine_runs_weight_decay_when_the_optimum_is_zero():
-    """Without a pull the decay lives in the transition, so Philox streams carry it (the CUDA kernel reads the same
-    coefficients): against the exact curve, planted error: no decay."""
-    p = nqm.NoisyQuadratic(H, C)
-    opt = optim.heavy_ball(0.2, 0.7, PRE, weight_decay=0.4, decoupled=True)
+@pytest.mark.parametrize("name", ["sgd coupled, P", "heavy ball decoupled, P"])
+def test_the_counter_engine_runs_weight_decay_towards_zero(name):
+    """Philox streams (the CUDA kernel's NumPy mirror) with the pull and decoupled heavy ball's start offset, against
+    the exact curve; planted error: the pull towards θ* (an optimum of 0)."""
+    opt, p = DECAYING[name], _problem()
     at = [1, 5, 20, 100]
     exact = dynamics.expected_loss(p, opt, B, 100, init_var=V0, at=at).mean
-    planted = dynamics.expected_loss(p, optim.heavy_ball(0.2, 0.7, PRE), B, 100, init_var=V0, at=at).mean
+    planted = dynamics.expected_loss(nqm.NoisyQuadratic(H, C), opt, B, 100, init_var=V0, at=at).mean
     run = nqm.simulate(p, opt, B, 100, 4000, seed=3, init_var=V0, at=at, generator="philox")
     assert_agrees_and_control_rejected(run.mean, run.sem, exact, planted)
+
+
+@pytest.mark.parametrize("name", ["sgd decoupled, P", "heavy ball coupled", "heavy ball decoupled, P"])
+def test_skip_ahead_jumps_carry_the_pull_exactly(name):
+    """Exact jumps of the deviation from the fixed point, out to 10⁴ steps, against the exact curve; planted error:
+    the pull towards θ*."""
+    opt, p = DECAYING[name], _problem()
+    at = [0, 1, 5, 20, 100, 10**4]
+    exact = dynamics.expected_loss(p, opt, B, 10**4, init_var=V0, at=at).mean
+    planted = dynamics.expected_loss(nqm.NoisyQuadratic(H, C), opt, B, 10**4, init_var=V0, at=at).mean
+    run = nqm.montecarlo.simulate_checkpoints(p, opt, B, at, 4000, seed=6, init_var=V0)
+    assert_agrees_and_control_rejected(run.mean, run.sem, exact, planted)
+
+
+ROTATION = np.linalg.qr(np.random.default_rng(5).standard_normal((5, 5)))[0]
+
+
+@pytest.mark.parametrize(
+    "name, basis", [(n, b) for n in DECAYING for b in ("identity", "rotated")] + [("adamw", "identity")]
+)
+def test_the_general_path_s_decay_equals_the_fused_recurrence_on_the_same_normals(name, basis):
+    """The general path runs the optimiser's update with the decay written on θ = x + θ* (coupled: λθ in the
+    gradient; decoupled: θ − δθ after the update); the fused path runs the transition with a constant pull and
+    start offset. On the counter engine both draw the same normals, so their losses agree to rounding (Adam is not
+    rotation invariant: it is compared in the eigenbasis only)."""
+    opt = optim.adamw(0.05, 0.8, 0.95, 1e-3, weight_decay=0.4) if name == "adamw" else DECAYING[name]
+    q = np.eye(5) if basis == "identity" else ROTATION  # a basis makes the problem take the general path
+    fused, general = _problem(), nqm.NoisyQuadratic(H, C, basis=q, optimum=OPTIMUM)
+    assert fused.is_diagonal and not general.is_diagonal
+    kw = {"init_var": V0, "generator": "philox", "keep_losses": True, "keep_state": True}
+    a, b = nqm.simulate(fused, opt, B, 60, 16, seed=2, **kw), nqm.simulate(general, opt, B, 60, 16, seed=2, **kw)
+    np.testing.assert_allclose(b.losses, a.losses, rtol=1e-10)
+    np.testing.assert_allclose(b.state, a.state, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["sgd coupled, P", "heavy ball decoupled, P"])
+def test_weight_decay_on_dense_noise_and_per_example_draws_agrees_with_the_exact_curve(name):
+    """SFC64's general path: a dense Σ in a rotated basis, and per-example draws (Rademacher examples); planted
+    error: the pull towards θ*."""
+    opt = DECAYING[name]
+    sigma = np.diag(C) + 0.02 * np.outer(np.sign(OPTIMUM), np.sign(OPTIMUM))
+    at = [1, 5, 20, 60]
+    for p, kw in (
+        (nqm.NoisyQuadratic(H, sigma=sigma, basis=ROTATION, optimum=OPTIMUM), {}),
+        (_problem(), {"per_example": "rademacher"}),
+    ):
+        plain = nqm.NoisyQuadratic(H, sigma=p.sigma) if p.sigma is not None else nqm.NoisyQuadratic(H, C)
+        exact = dynamics.expected_loss(p, opt, B, 60, init_var=V0, at=at).mean
+        planted = dynamics.expected_loss(plain, opt, B, 60, init_var=V0, at=at).mean
+        run = nqm.simulate(p, opt, B, 60, 3000, seed=4, init_var=V0, at=at, **kw)
+        assert_agrees_and_control_rejected(run.mean, run.sem, exact, planted)
 
 
 def _tuning_problem():

@@ -68,10 +68,11 @@ def replica_loss(xp, x, h):
     return 0.5 * (xp.square(x.astype(xp.float64)) * h).sum(axis=1)
 
 
-def _chunk_numpy(key, x, aux, avg, kind, coef, h, gamma, row0, t0, t1, ck, part):
+def _chunk_numpy(key, x, aux, avg, kind, coef, drift, h, gamma, row0, t0, t1, ck, part):
     """``nqm_run`` of fused.cu in NumPy: steps t0+1 … t1 on all rows at once, losses at ``ck`` into ``part``.
 
-    ``coef`` holds the rows f₀₀, f₀₁, f₁₀, f₁₁, u₀, u₁ (u = gσ) of the recurrence; ``kind`` its shape."""
+    ``coef`` holds the rows f₀₀, f₀₁, f₁₀, f₁₁, u₀, u₁ (u = gσ) of the recurrence; ``kind`` its shape; ``drift``
+    weight decay's constant pull on θ's row (None: none)."""
     rows, d = x.shape
     coords, reps = np.arange(d)[None, :], row0 + np.arange(rows)[:, None]
     f00, f01, f10, f11, u0, u1 = coef
@@ -90,6 +91,8 @@ def _chunk_numpy(key, x, aux, avg, kind, coef, h, gamma, row0, t0, t1, ck, part)
             x, aux = f00 * x + f01 * aux + u0 * zt, x
         else:
             x, aux = f00 * x + f01 * aux + u0 * zt, f10 * x + f11 * aux + u1 * zt
+        if drift is not None:
+            x = x + drift
         if gamma:
             avg = gamma * (avg - x) + x
         if k < ck.size and ck[k] == t + 1:
@@ -98,7 +101,7 @@ def _chunk_numpy(key, x, aux, avg, kind, coef, h, gamma, row0, t0, t1, ck, part)
     return x, aux, avg
 
 
-def _chunk_cupy(cp, key, x, aux, avg, kind, coef, h, gamma, row0, t0, t1, ck, part):
+def _chunk_cupy(cp, key, x, aux, avg, kind, coef, drift, h, gamma, row0, t0, t1, ck, part):
     """One launch of ``nqm_run`` (in place on x, aux, avg)."""
     rows, d = x.shape
     dt = x.dtype.type
@@ -109,6 +112,7 @@ def _chunk_cupy(cp, key, x, aux, avg, kind, coef, h, gamma, row0, t0, t1, ck, pa
         aux if aux is not None else null,
         avg if avg is not None else null,
         coef,
+        drift if drift is not None else null,
         h,
         np.int32(KIND_CODES[kind]),
         dt(gamma),
@@ -131,20 +135,24 @@ def _chunk_cupy(cp, key, x, aux, avg, kind, coef, h, gamma, row0, t0, t1, ck, pa
 def diagonal_rows(xp, key, x, rec: DiagonalRecurrence, h, record, row0, chunk_list, launch=None):
     """Rows [row0, row0 + len(x)) of a diagonal problem, one kernel launch (or NumPy mirror) per chunk.
 
-    ``rec`` is the optimiser's recurrence (:mod:`nqm.recurrence`). ``launch(key, x, aux, avg, kind, coef, h,
-    gamma, row0, t0, t1, ck, part) -> (x, aux, avg)`` runs one chunk: the CUDA kernel on CuPy, its NumPy mirror
+    ``rec`` is the optimiser's recurrence (:mod:`nqm.recurrence`), with weight decay's pull and start offset when the
+    optimum is not 0. ``launch(key, x, aux, avg, kind, coef, drift, h, gamma, row0, t0, t1, ck, part) -> (x, aux,
+    avg)`` runs one chunk: the CUDA kernel on CuPy, its NumPy mirror
     on NumPy (the tests also pass the kernel source compiled for the CPU).
     """
     if launch is None:
         launch = _chunk_numpy if xp is np else partial(_chunk_cupy, xp)
     coef = xp.asarray(rec.coefficients(x.dtype))
+    drift = None if rec.drift is None else xp.ascontiguousarray(xp.asarray(rec.drift, dtype=x.dtype))  # a kernel arg
     h = xp.asarray(h, dtype=xp.float64)
     gamma = x.dtype.type(rec.gamma)
     aux = x * x.dtype.type(rec.initial[1]) if rec.kind != "one" else None  # θ_{−1} = θ₀, or e₁θ₀
+    if aux is not None and rec.start is not None:  # decoupled decay's θ_{−1} = θ₀/(1 − δ), in the error θ − θ*
+        aux += xp.asarray(rec.start[:, 1], dtype=x.dtype)
     state = [x, aux, x.copy() if rec.gamma else None]  # θ, the second state, θ̃
 
     def run(t0, t1, ck, part):
-        state[:] = launch(key, *state, rec.kind, coef, h, gamma, row0, t0, t1, ck, part)
+        state[:] = launch(key, *state, rec.kind, coef, drift, h, gamma, row0, t0, t1, ck, part)
 
     return _run_chunks(xp, x, h, record, chunk_list, run), state[0]
 
@@ -168,8 +176,8 @@ def _run_chunks(xp, x, h, record, chunk_list, run) -> np.ndarray:
 
 
 def _general_rows(xp, key, x, p, opt, batch_size, steps, record, row0):
-    """Dense Σ or a rotated basis: the optimiser's update (:mod:`nqm.optim`), one matrix-product step at a
-    time, on the same Philox normals as the fused path (noise Σ^½ z/√B in H's basis, the run in
+    """Dense Σ or a rotated basis: the optimiser's update (:mod:`nqm.optim`, weight decay included), one
+    matrix-product step at a time, on the same Philox normals as the fused path (noise Σ^½ z/√B in H's basis, the run in
     :class:`nqm.basis.WorkingBasis`), as in :func:`nqm.simulate`'s general path.
     """
     rows, d = x.shape
@@ -186,7 +194,7 @@ def _general_rows(xp, key, x, p, opt, batch_size, steps, record, row0):
         if z is None or t % 4 == 0:
             z = normal_block(xp, key, t // 4, coords, reps, STREAM_NOISE, x.dtype)
         noise = basis.to_working(correlate(z[t % 4], p, 1.0 / np.sqrt(batch_size), xp))
-        state = opt.update(state, basis.precondition(basis.curvature(state[0]) + noise))
+        state = basis.step(opt, state, noise)
         if k < record.size and record[k] == t + 1:
             losses[:, k] = to_host(xp, basis.loss(opt.readout(state)))
             k += 1
@@ -207,9 +215,10 @@ def elementwise_parameters(opt) -> tuple[int, float, float, float, float, float]
     return None
 
 
-def _elementwise_chunk_numpy(key, x, aux, opt, h, sd, row0, t0, t1, ck, part):
+def _elementwise_chunk_numpy(key, x, aux, opt, h, sd, pull, row0, t0, t1, ck, part):
     """``nqm_adaptive_run`` of fused.cu in NumPy: steps t0+1 … t1 of ``opt.apply`` (:mod:`nqm.optim`) on all rows,
-    with the gradient ``z·sd + x·h`` on the Philox normals; losses at ``ck`` into ``part``."""
+    with the gradient ``z·sd + x·h`` on the Philox normals, then AdamW's ``pull`` (None: none); losses at ``ck``
+    into ``part``."""
     rows, d = x.shape
     coords, reps = np.arange(d)[None, :], row0 + np.arange(rows)[:, None]
     h_t, sd_t = h.astype(x.dtype), sd.astype(x.dtype)
@@ -226,13 +235,15 @@ def _elementwise_chunk_numpy(key, x, aux, opt, h, sd, row0, t0, t1, ck, part):
         np.multiply(x, h_t, out=buf)
         g += buf
         opt.apply(x, aux, g, buf, t + 1)
+        if pull is not None:
+            x += pull
         if k < ck.size and ck[k] == t + 1:
             part[:, k] = replica_loss(np, x, h)
             k += 1
     return x, aux
 
 
-def _elementwise_chunk_cupy(cp, key, x, aux, opt, h, sd, row0, t0, t1, ck, part):
+def _elementwise_chunk_cupy(cp, key, x, aux, opt, h, sd, pull, row0, t0, t1, ck, part):
     """One launch of ``nqm_adaptive_run`` (in place on x and the auxiliary arrays)."""
     rows, d = x.shape
     run = kernels(cp).get_function("nqm_adaptive_run_f32" if x.dtype == np.float32 else "nqm_adaptive_run_f64")
@@ -241,27 +252,30 @@ def _elementwise_chunk_cupy(cp, key, x, aux, opt, h, sd, row0, t0, t1, ck, part)
     mom = aux[0] if kind in (1, 3) else null  # signum's m, Adam's m
     sec = aux[-1] if kind in (2, 3) else null  # RMSprop's v, Adam's v
     scalars = tuple(np.float64(v) for v in (lr, beta1, beta2, eps, decay))
-    args = (x, mom, sec, cp.asarray(sd, dtype=x.dtype), h, np.int32(kind), *scalars, np.int32(d), np.int32(rows))
+    args = (x, mom, sec, cp.asarray(sd, dtype=x.dtype), null if pull is None else pull, h, np.int32(kind), *scalars)
+    args += (np.int32(d), np.int32(rows))
     args += (np.int64(row0), np.int64(t0), np.int64(t1), cp.asarray(ck, dtype=cp.int64), np.int32(ck.size), part)
     args += (np.int32(part.shape[1]), np.uint32(key[0]), np.uint32(key[1]))
     run(((d + _THREADS - 1) // _THREADS, min(rows, 65535)), (_THREADS,), args)
     return x, aux
 
 
-def elementwise_rows(xp, key, x, opt, h, sd, record, row0, chunk_list, launch=None):
+def elementwise_rows(xp, key, x, opt, h, sd, record, row0, chunk_list, launch=None, pull=None):
     """Rows [row0, row0 + len(x)) of a diagonal problem under an elementwise optimiser that is not linear: one launch
-    of fused.cu's ``nqm_adaptive_run`` (or its NumPy mirror) per chunk. ``sd`` is √(c/B) per coordinate.
+    of fused.cu's ``nqm_adaptive_run`` (or its NumPy mirror) per chunk. ``sd`` is √(c/B) per coordinate; ``pull``
+    AdamW's constant step towards 0 when the optimum is not 0 (:meth:`nqm.optim.Adam.pull`).
 
-    ``launch(key, x, aux, opt, h, sd, row0, t0, t1, ck, part) -> (x, aux)``: the kernel on CuPy, the mirror on NumPy
-    (the tests also pass the kernel source compiled for the CPU).
+    ``launch(key, x, aux, opt, h, sd, pull, row0, t0, t1, ck, part) -> (x, aux)``: the kernel on CuPy, the mirror on
+    NumPy (the tests also pass the kernel source compiled for the CPU).
     """
     if launch is None:
         launch = _elementwise_chunk_numpy if xp is np else partial(_elementwise_chunk_cupy, xp)
     h = xp.asarray(h, dtype=xp.float64)
+    pull = None if pull is None else xp.ascontiguousarray(xp.asarray(pull, dtype=x.dtype))
     state = [x, [xp.zeros_like(x) for _ in range(opt.slots)]]  # θ and the optimiser's auxiliary arrays
 
     def run(t0, t1, ck, part):
-        state[:] = launch(key, *state, opt, h, sd, row0, t0, t1, ck, part)
+        state[:] = launch(key, *state, opt, h, sd, pull, row0, t0, t1, ck, part)
 
     return _run_chunks(xp, x, h, record, chunk_list, run), state[0]
 
@@ -300,12 +314,8 @@ def simulate_counter(
     on_gpu = xp is not np
     itemsize = np.dtype(dtype).itemsize
     rec = diagonal_recurrence(p, opt, batch_size) if p.is_diagonal and opt.linear else None
-    if opt.linear and opt.weight_decay and (rec is None or rec.drift is not None):
-        raise ValueError(
-            "the counter-based engine runs weight decay on diagonal problems whose optimum is 0; with an optimum "
-            "θ* ≠ 0 (a constant pull each step) use generator='sfc64' on the CPU"
-        )
     fused_elementwise = p.is_diagonal and not opt.linear and elementwise_parameters(opt) is not None
+    pull = opt.pull(p.optimum) if fused_elementwise and hasattr(opt, "pull") else None
     noise_sd = np.sqrt(p.c / batch_size)
     if batch_rows is None:
         if on_gpu:
@@ -329,7 +339,7 @@ def simulate_counter(
         if rec is not None:
             part, x = diagonal_rows(xp, key, x, rec, p.h, record, row0, chunk_list)
         elif fused_elementwise:
-            part, x = elementwise_rows(xp, key, x, opt, p.h, noise_sd, record, row0, chunk_list)
+            part, x = elementwise_rows(xp, key, x, opt, p.h, noise_sd, record, row0, chunk_list, pull=pull)
         else:
             part, x = _general_rows(xp, key, x, p, opt, batch_size, steps, record, row0)
         losses[row0 : row0 + rows] = part

@@ -179,21 +179,16 @@ def _diagonal_coefficients(rec: DiagonalRecurrence, p, dtype):
 
 
 # -- the general path: dense Σ, rotated basis, per-example noise ------------------------------
-def _general_tile(
-    rng, p, basis, opt, batch_size, per_example, theta0, steps, record, dtype, progress, keep_state, pull=None
-):
-    """The optimiser's own update (:mod:`nqm.optim`) on rows of replicas, one matrix-product step at a time (and
-    AdamW's ``pull`` towards 0 in the eigenbasis, when the optimum is not 0)."""
+def _general_tile(rng, p, basis, opt, batch_size, per_example, theta0, steps, record, dtype, progress, keep_state):
+    """The optimiser's own update (:mod:`nqm.optim`) on rows of replicas, one matrix-product step at a time, weight
+    decay included (:meth:`WorkingBasis.step`)."""
     x = basis.to_working(theta0.astype(dtype))
     state = opt.init(x)
-    pull = None if pull is None else basis.to_working(pull.astype(dtype)[None, :])
     checkpoints = _Checkpoints(record, x.shape[0], basis.loss, steps, progress, x.size)
     checkpoints.start(opt.readout(state))
     for t in range(1, steps + 1):
         noise = basis.to_working(minibatch_noise(rng, p, batch_size, x.shape[0], per_example, dtype))
-        state = opt.update(state, basis.precondition(basis.curvature(state[0]) + noise))
-        if pull is not None:
-            state = (state[0] + pull, *state[1:])
+        state = basis.step(opt, state, noise)
         checkpoints.after(t, opt.readout(state))
     return checkpoints.losses, (basis.to_eigenbasis(state[0]) if keep_state else None)
 
@@ -234,11 +229,6 @@ def simulate_sfc64(
     pre = check_precond(p, opt.precond)
     # the fused loops: a linear optimiser's recurrence, or an elementwise optimiser's in-place step
     fast = p.is_diagonal and per_example is None and (opt.linear or opt.elementwise)
-    if opt.linear and opt.weight_decay and not fast:
-        raise ValueError(
-            "weight decay of a linear optimiser is simulated on diagonal problems with batch-scaled noise only "
-            "(its transition); dense Σ, a rotated basis and per_example noise are not supported yet"
-        )
     cols = min(p.d, TILE_ELEMENTS) if fast else p.d
     rows = max(1, (TILE_ELEMENTS if fast else GENERAL_TILE_ELEMENTS) // cols)
     tiles = [(r0, c0) for r0 in range(0, replicas, rows) for c0 in range(0, p.d, cols)]
@@ -264,9 +254,7 @@ def simulate_sfc64(
                 tile_coef = {k: (v[sl] if isinstance(v, np.ndarray) else v) for k, v in coef.items()}
                 return _diagonal_tile(rng, tile_coef, theta, steps, rec, dtype, bar, keep_state)
             basis = WorkingBasis(p, pre, dtype)
-            return _general_tile(
-                rng, p, basis, opt, batch_size, per_example, theta, steps, rec, dtype, bar, keep_state, pull
-            )
+            return _general_tile(rng, p, basis, opt, batch_size, per_example, theta, steps, rec, dtype, bar, keep_state)
 
         return run
 

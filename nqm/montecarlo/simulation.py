@@ -27,7 +27,7 @@ from .backend import choice as backend_choice
 from .backend import resolve as resolve_backend
 from .counter import simulate_counter
 from .results import LossCurve, as_asked, check_record, loss_curve
-from .sfc64 import nonlinear_pull, simulate_sfc64
+from .sfc64 import simulate_sfc64
 
 __all__ = ["simulate", "choose_engine"]
 
@@ -110,11 +110,6 @@ def simulate(
     """
     opt = as_optimizer(opt)
     xp, counter = choose_engine(backend, generator, per_example)
-    if counter and not opt.linear and nonlinear_pull(p, opt) is not None:
-        raise ValueError(
-            f"{type(opt).__name__}'s weight decay with an optimum θ* ≠ 0 runs on the SFC64 engine (generator='sfc64', "
-            "CPU) only: the counter engine and the CUDA kernel do not carry its pull yet"
-        )
     batch_size = float(check_batch_size(batch_size, integer=per_example is not None))
     steps, replicas = check_count("steps", steps), check_replicas(replicas)
     dtype = np.dtype(dtype).type

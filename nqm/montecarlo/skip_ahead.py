@@ -7,9 +7,11 @@ x_{t+1} = A x_t + n_t with Gaussian n_t ~ N(0, Q). Over k steps
 .. math:: x_{t+k} \\mid x_t \\sim \\mathcal{N}(A^k x_t,\\; Q_k),\\qquad Q_k = \\sum_{j<k} A^j Q A^{j\\top},
 
 and (A_k, Q_k) compose as (A_{j+k}, Q_{j+k}) = (A_k A_j, A_k Q_j A_kᵀ + Q_k), so O(log k) small matrix products
-per coordinate give any jump. Runs where only checkpoints matter cost O(d·K) instead of O(d·T); and because
-the law is exact, the same maps are a test oracle for step-by-step simulators (Zhang et al. 2019,
-arXiv:1907.04164, eq. 5 gives the k = 1 moment map).
+per coordinate give any jump. Weight decay with an optimum θ* ≠ 0 adds a constant pull b each step
+(:func:`nqm.noise.decay_pull`); the deviation from the fixed point s∞ = (I − A)⁻¹b then follows the homogeneous
+law, so the jumps carry y = x − s∞ and the losses read x = y + s∞. Runs where only checkpoints matter cost
+O(d·K) instead of O(d·T); and because the law is exact, the same maps are a test oracle for step-by-step
+simulators (Zhang et al. 2019, arXiv:1907.04164, eq. 5 gives the k = 1 moment map).
 
 The normals come from Philox (stream 2, block = the jump's index), θ₀ from the same draw as
 :func:`nqm.simulate` with ``generator="philox"``, so both start from identical points. Works on NumPy and CuPy.
@@ -45,8 +47,6 @@ def step_map(p: NoisyQuadratic, opt, batch_size, xp=np):
     """One step's (A, Q), each (d, m, m), of a linear optimiser (or a step ε, meaning SGD): A = F and
     Q = σ² g gᵀ from its transition (:mod:`nqm.optim`), m its number of state components."""
     opt = require_linear(as_optimizer(opt), "skip-ahead")
-    if decay_pull(p, opt) is not None:
-        raise ValueError("skip-ahead runs homogeneous maps: weight decay with an optimum θ* ≠ 0 is not supported yet")
     lam, sigma = step_coefficients(p, opt, batch_size)
     big_a, gain = opt.transition(lam)
     noise = gain * sigma[:, None]  # the direction each state takes the step's normal
@@ -72,6 +72,17 @@ def jump_map(step, k: int, xp=np):
         if k:
             power = _compose(power, power, xp)
     return result
+
+
+def _rest_state(p: NoisyQuadratic, opt, batch_size):
+    """(s∞, start), each (d, m): the state's fixed point under weight decay's pull, s∞ = (I − A)⁻¹b, and what the
+    start adds to s₀ = eθ₀ (zeros without a pull)."""
+    pull = decay_pull(p, opt)
+    if pull is None:
+        zeros = np.zeros((p.d, opt.order))
+        return zeros, zeros
+    a, _ = opt.transition(step_coefficients(p, opt, batch_size)[0])
+    return np.linalg.solve(np.eye(opt.order) - a, pull.step[..., None])[..., 0], pull.start
 
 
 def _factor(q, xp):
@@ -105,7 +116,9 @@ def simulate_checkpoints(
     theta0 = initial_theta(
         xp, key, None, sd, replicas, 0, p.d, np.float64
     )  # the θ₀ of nqm.simulate(generator="philox")
-    x = theta0[..., None] * xp.asarray(opt.initial)  # s₀ = eθ₀: θ_{−1} = θ₀ (v₀ = 0), εv₀ = 0, θ̃₀ = θ₀
+    rest, start = (xp.asarray(v) for v in _rest_state(p, opt, batch_size))
+    # s₀ = eθ₀ (+ the decay's start offset): θ_{−1} = θ₀ (v₀ = 0), εv₀ = 0, θ̃₀ = θ₀; carried as s − s∞
+    x = theta0[..., None] * xp.asarray(opt.initial) + start - rest
     h = xp.asarray(p.h)
     losses = np.zeros((replicas, rec.size))
     now, maps = 0, {}
@@ -119,5 +132,5 @@ def simulate_checkpoints(
             z = normal_block(xp, key, k, coords, reps, STREAM_JUMP)[:m]  # (m, R, d)
             x = xp.einsum("dij,rdj->rdi", a_k, x) - xp.einsum("dij,jrd->rdi", l_k, z)
             now = target
-        losses[:, k] = to_host(xp, replica_loss(xp, x[..., opt.loss_index], h))
+        losses[:, k] = to_host(xp, replica_loss(xp, (x + rest)[..., opt.loss_index], h))
     return loss_curve(rec, losses)

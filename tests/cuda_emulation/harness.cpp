@@ -128,9 +128,9 @@ extern "C" void emu_init(int f32, void *theta, const double *init_sd, int d, int
     });
 }
 
-extern "C" void emu_run(int f32, void *theta, void *aux, void *avg, const void *coef, const double *h, int kind,
-                        double gamma, int d, int rows, long long row0, long long t0, long long t1, const long long *ck,
-                        int n_ck, double *losses, int ld, u32 k0, u32 k1, unsigned grid_y) {
+extern "C" void emu_run(int f32, void *theta, void *aux, void *avg, const void *coef, const void *drift, const double *h,
+                        int kind, double gamma, int d, int rows, long long row0, long long t0, long long t1,
+                        const long long *ck, int n_ck, double *losses, int ld, u32 k0, u32 k1, unsigned grid_y) {
 #ifdef NQM_EMU_THREADS
     const unsigned threads = NQM_EMU_THREADS;
 #else
@@ -138,18 +138,19 @@ extern "C" void emu_run(int f32, void *theta, void *aux, void *avg, const void *
 #endif
     launch((d + threads - 1) / threads, grid_y, [&] {
         if (f32)
-            nqm_run_f32((float *)theta, (float *)aux, (float *)avg, (const float *)coef, h, kind, (float)gamma, d, rows,
-                        row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
+            nqm_run_f32((float *)theta, (float *)aux, (float *)avg, (const float *)coef, (const float *)drift, h, kind,
+                        (float)gamma, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
         else
-            nqm_run_f64((double *)theta, (double *)aux, (double *)avg, (const double *)coef, h, kind, gamma, d, rows,
-                        row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
+            nqm_run_f64((double *)theta, (double *)aux, (double *)avg, (const double *)coef, (const double *)drift, h,
+                        kind, gamma, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
     });
 }
 
-extern "C" void emu_adaptive_run(int f32, void *theta, void *mom, void *sec, const void *sd, const double *h, int kind,
-                                 double lr, double beta1, double beta2, double eps, double decay, int d, int rows,
-                                 long long row0, long long t0, long long t1, const long long *ck, int n_ck,
-                                 double *losses, int ld, u32 k0, u32 k1, unsigned grid_y) {
+extern "C" void emu_adaptive_run(int f32, void *theta, void *mom, void *sec, const void *sd, const void *pull,
+                                 const double *h, int kind, double lr, double beta1, double beta2, double eps,
+                                 double decay, int d, int rows, long long row0, long long t0, long long t1,
+                                 const long long *ck, int n_ck, double *losses, int ld, u32 k0, u32 k1,
+                                 unsigned grid_y) {
 #ifdef NQM_EMU_THREADS
     const unsigned threads = NQM_EMU_THREADS;
 #else
@@ -157,10 +158,12 @@ extern "C" void emu_adaptive_run(int f32, void *theta, void *mom, void *sec, con
 #endif
     launch((d + threads - 1) / threads, grid_y, [&] {
         if (f32)
-            nqm_adaptive_run_f32((float *)theta, (float *)mom, (float *)sec, (const float *)sd, h, kind, lr, beta1,
-                                 beta2, eps, decay, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
+            nqm_adaptive_run_f32((float *)theta, (float *)mom, (float *)sec, (const float *)sd, (const float *)pull, h,
+                                 kind, lr, beta1, beta2, eps, decay, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0,
+                                 k1);
         else
-            nqm_adaptive_run_f64((double *)theta, (double *)mom, (double *)sec, (const double *)sd, h, kind, lr, beta1,
-                                 beta2, eps, decay, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
+            nqm_adaptive_run_f64((double *)theta, (double *)mom, (double *)sec, (const double *)sd,
+                                 (const double *)pull, h, kind, lr, beta1, beta2, eps, decay, d, rows, row0, t0, t1, ck,
+                                 n_ck, losses, ld, k0, k1);
     });
 }

@@ -125,20 +125,22 @@ extern "C" __global__ void nqm_init_f64(double *theta, const double *init_sd, in
 //   kind 0 (one state, SGD):         x ← f00·x + u0·z
 //   kind 1 (shift, heavy ball):      x ← f00·x + f01·y + u0·z,  y ← x       (y = θ_{t-1}; θ_{-1} = θ₀: v₀ = 0)
 //   kind 2 (two states, Nesterov):   x ← f00·x + f01·y + u0·z,  y ← f10·x + f11·y + u1·z   (from the old x, y)
+//   weight decay's pull (drift != nullptr: an optimum θ* ≠ 0, x = θ − θ*):  x ← x + drift, after the update
 //   EMA (avg != nullptr):            x̃ ← γ(x̃ − x) + x
 // Checkpoints ck[0 … n_ck) lie in [t0, t1]; the loss ½Σh x² (x = x̃ with EMA, else x) of row r at ck[k] is added
 // to losses[r * ld + k]. State arrays are row-major (rows, d); 64-bit indices throughout.
 template <typename T>
-__device__ void nqm_run(T *theta, T *aux, T *avg, const T *coef, const double *h, int kind, T gamma, int d, int rows,
-                        long long row0, long long t0, long long t1, const long long *ck, int n_ck, double *losses,
-                        int ld, u32 k0, u32 k1) {
+__device__ void nqm_run(T *theta, T *aux, T *avg, const T *coef, const T *drift, const double *h, int kind, T gamma,
+                        int d, int rows, long long row0, long long t0, long long t1, const long long *ck, int n_ck,
+                        double *losses, int ld, u32 k0, u32 k1) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const bool valid = i < d;
     const T f00 = valid ? coef[i] : (T)0, f01 = valid ? coef[d + i] : (T)0;
     const T f10 = valid ? coef[2 * d + i] : (T)0, f11 = valid ? coef[3 * d + i] : (T)0;
     const T u0 = valid ? coef[4 * d + i] : (T)0, u1 = valid ? coef[5 * d + i] : (T)0;
+    const T pull = (drift != nullptr && valid) ? drift[i] : (T)0;
     const double hi = valid ? h[i] : 0.0;
-    const bool two = aux != nullptr, ema = avg != nullptr;
+    const bool two = aux != nullptr, ema = avg != nullptr, pulled = drift != nullptr;
     for (int r = blockIdx.y; r < rows; r += gridDim.y) {
         const long long at = (long long)r * d + i;
         T x = valid ? theta[at] : (T)0;
@@ -166,6 +168,7 @@ __device__ void nqm_run(T *theta, T *aux, T *avg, const T *coef, const double *h
                     y = kind == 1 ? x : f10 * x + f11 * y + u1 * z[j];
                     x = next;
                 }
+                if (pulled) x += pull;
                 if (ema) xa = gamma * (xa - x) + x;
                 ++t;
                 if (k < n_ck && ck[k] == t) {
@@ -183,18 +186,18 @@ __device__ void nqm_run(T *theta, T *aux, T *avg, const T *coef, const double *h
     }
 }
 
-extern "C" __global__ void nqm_run_f32(float *theta, float *aux, float *avg, const float *coef, const double *h,
-                                       int kind, float gamma, int d, int rows, long long row0, long long t0,
-                                       long long t1, const long long *ck, int n_ck, double *losses, int ld, u32 k0,
-                                       u32 k1) {
-    nqm_run<float>(theta, aux, avg, coef, h, kind, gamma, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
+extern "C" __global__ void nqm_run_f32(float *theta, float *aux, float *avg, const float *coef, const float *drift,
+                                       const double *h, int kind, float gamma, int d, int rows, long long row0,
+                                       long long t0, long long t1, const long long *ck, int n_ck, double *losses,
+                                       int ld, u32 k0, u32 k1) {
+    nqm_run<float>(theta, aux, avg, coef, drift, h, kind, gamma, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
 }
 
-extern "C" __global__ void nqm_run_f64(double *theta, double *aux, double *avg, const double *coef, const double *h,
-                                       int kind, double gamma, int d, int rows, long long row0, long long t0,
-                                       long long t1, const long long *ck, int n_ck, double *losses, int ld, u32 k0,
-                                       u32 k1) {
-    nqm_run<double>(theta, aux, avg, coef, h, kind, gamma, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
+extern "C" __global__ void nqm_run_f64(double *theta, double *aux, double *avg, const double *coef, const double *drift,
+                                       const double *h, int kind, double gamma, int d, int rows, long long row0,
+                                       long long t0, long long t1, const long long *ck, int n_ck, double *losses,
+                                       int ld, u32 k0, u32 k1) {
+    nqm_run<double>(theta, aux, avg, coef, drift, h, kind, gamma, d, rows, row0, t0, t1, ck, n_ck, losses, ld, k0, k1);
 }
 
 // Optimisers that are not linear, elementwise (nqm/optim.py: SignSgd, Signum, RmsProp, Adam/AdamW), on diagonal
@@ -206,6 +209,7 @@ extern "C" __global__ void nqm_run_f64(double *theta, double *aux, double *avg, 
 //   kind 1 signum:        m ← (m − g)·β₁ + g,  x ← x − lr·sign(m)
 //   kind 2 RMSprop:       v ← (v − g²)·β₂ + g²,  x ← x − (g/(√v + eps))·lr
 //   kind 3 Adam(W):       x ← x·decay;  m, v as above;  x ← x − (m/(√v + eps·√b₂))·(lr·√b₂/b₁),  b_i = 1 − β_iᵘ
+//   then AdamW's pull (pull != nullptr: θ* ≠ 0, x = θ − θ*):  x ← x + pull
 // at update u = t + 1. Scalars arrive in double and are rounded to T where the mirror's NumPy does so.
 template <typename T> struct Exact;
 
@@ -228,14 +232,15 @@ template <> struct Exact<double> {
 template <typename T> __device__ __forceinline__ T nqm_sign(T a) { return (T)((a > (T)0) - (a < (T)0)); }
 
 template <typename T>
-__device__ void nqm_adaptive_run(T *theta, T *mom, T *sec, const T *sd, const double *h, int kind, double lr,
-                                 double beta1, double beta2, double eps, double decay, int d, int rows, long long row0,
-                                 long long t0, long long t1, const long long *ck, int n_ck, double *losses, int ld,
-                                 u32 k0, u32 k1) {
+__device__ void nqm_adaptive_run(T *theta, T *mom, T *sec, const T *sd, const T *pull, const double *h, int kind,
+                                 double lr, double beta1, double beta2, double eps, double decay, int d, int rows,
+                                 long long row0, long long t0, long long t1, const long long *ck, int n_ck,
+                                 double *losses, int ld, u32 k0, u32 k1) {
     typedef Exact<T> E;
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const bool valid = i < d;
     const T hx = valid ? (T)h[i] : (T)0, s = valid ? sd[i] : (T)0;
+    const T shift = (pull != nullptr && valid) ? pull[i] : (T)0;
     const double hi = valid ? h[i] : 0.0;
     const T lr_t = (T)lr, b1 = (T)beta1, b2 = (T)beta2, eps_t = (T)eps, decay_t = (T)decay;
     for (int r = blockIdx.y; r < rows; r += gridDim.y) {
@@ -276,6 +281,7 @@ __device__ void nqm_adaptive_run(T *theta, T *mom, T *sec, const T *sd, const do
                     const T den = E::add(E::root(v), (T)(eps * root_b2));
                     x = E::sub(x, E::mul(E::div(m, den), (T)(lr * root_b2 / (1.0 - pow(beta1, u)))));
                 }
+                if (pull != nullptr) x = E::add(x, shift);
                 ++t;
                 if (k < n_ck && ck[k] == t) {
                     nqm_block_add(0.5 * hi * (double)x * (double)x, losses + (long long)r * ld + k);
@@ -291,20 +297,20 @@ __device__ void nqm_adaptive_run(T *theta, T *mom, T *sec, const T *sd, const do
     }
 }
 
-extern "C" __global__ void nqm_adaptive_run_f32(float *theta, float *mom, float *sec, const float *sd, const double *h,
-                                                int kind, double lr, double beta1, double beta2, double eps,
-                                                double decay, int d, int rows, long long row0, long long t0,
-                                                long long t1, const long long *ck, int n_ck, double *losses, int ld,
-                                                u32 k0, u32 k1) {
-    nqm_adaptive_run<float>(theta, mom, sec, sd, h, kind, lr, beta1, beta2, eps, decay, d, rows, row0, t0, t1, ck, n_ck,
-                            losses, ld, k0, k1);
-}
-
-extern "C" __global__ void nqm_adaptive_run_f64(double *theta, double *mom, double *sec, const double *sd,
+extern "C" __global__ void nqm_adaptive_run_f32(float *theta, float *mom, float *sec, const float *sd, const float *pull,
                                                 const double *h, int kind, double lr, double beta1, double beta2,
                                                 double eps, double decay, int d, int rows, long long row0,
                                                 long long t0, long long t1, const long long *ck, int n_ck,
                                                 double *losses, int ld, u32 k0, u32 k1) {
-    nqm_adaptive_run<double>(theta, mom, sec, sd, h, kind, lr, beta1, beta2, eps, decay, d, rows, row0, t0, t1, ck,
-                             n_ck, losses, ld, k0, k1);
+    nqm_adaptive_run<float>(theta, mom, sec, sd, pull, h, kind, lr, beta1, beta2, eps, decay, d, rows, row0, t0, t1,
+                            ck, n_ck, losses, ld, k0, k1);
+}
+
+extern "C" __global__ void nqm_adaptive_run_f64(double *theta, double *mom, double *sec, const double *sd,
+                                                const double *pull, const double *h, int kind, double lr,
+                                                double beta1, double beta2, double eps, double decay, int d, int rows,
+                                                long long row0, long long t0, long long t1, const long long *ck,
+                                                int n_ck, double *losses, int ld, u32 k0, u32 k1) {
+    nqm_adaptive_run<double>(theta, mom, sec, sd, pull, h, kind, lr, beta1, beta2, eps, decay, d, rows, row0, t0, t1,
+                             ck, n_ck, losses, ld, k0, k1);
 }
