@@ -287,7 +287,6 @@ def test_held_weight_decay_is_the_best_step_at_that_decay():
         ({"weight_decay": "tuned"}, "weight_decay"),
         ({"weight_decay": -0.1}, "weight_decay"),
         ({"weight_decay": 0.1, "family": "nesterov"}, "family"),
-        ({"weight_decay": "tune", "family": "heavy_ball"}, "heavy_ball"),
         ({"weight_decay": 0.1, "decoupled": 1}, "decoupled"),
     ],
 )
@@ -346,6 +345,25 @@ def test_heavy_ball_with_a_held_decay_is_tuned_to_exact_first_hits_that_a_grid_d
         assert len(settled) > 20
         grid = [dynamics.steps_to_target(p, o, b, target, max_steps=int(runs.steps[i])) for o in settled]
         assert min(grid) >= runs.steps[i]
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_heavy_ball_with_a_tuned_decay_hits_exactly_and_no_held_decay_beats_it(decoupled):
+    """λ tuned with ε and β: the reported steps are exact first hits (an independent scan), and the (ε, β) tuner
+    at any held λ of a grid across the searched range does not reach the target in fewer steps."""
+    p = _tuning_problem()
+    target = 0.12 * 0.5 * p.h.sum()
+    batches = np.array([1.0, 16.0])
+    kw = {"family": "heavy_ball", "decoupled": decoupled}
+    runs = dynamics.optimal_steps_to_target(p, target, batches, weight_decay="tune", **kw)
+    assert runs.weight_decay.shape == (2,) and runs.decoupled is decoupled
+    for i, b in enumerate(batches):
+        opt = runs.optimizer(i)
+        assert opt.weight_decay == runs.weight_decay[i] and opt.momentum == runs.momentum[i]
+        assert dynamics.steps_to_target(p, opt, b, target) == runs.steps[i]
+    for lam in np.geomspace(1e-3 * p.h.min(), p.h.max(), 6):
+        held = dynamics.optimal_steps_to_target(p, target, batches, weight_decay=lam, **kw)
+        assert np.all(held.steps >= runs.steps), lam
 
 
 @pytest.mark.parametrize("decoupled", [False, True])

@@ -13,7 +13,8 @@ h_i = 1/i, c = h, θ* ~ N(0, I) drawn from the seed, P = H^(−½) (so that coup
   the AR(2) variance of ``x' = (1 + β − εph − ελ)x − β(1 − ελ)x₋``. Control: the bias left out.
 * **Findings**: at a fixed budget of D examples, the exact (ε, λ) that minimise E[L] at the end of an SGD run, per
   batch size B, and Bergsma et al. 2025's timescale τ = B/(ελD) (arXiv:2505.13738: τ, not λ, is what the optimum
-  holds fixed; λ_opt ∝ B at fixed D); the fewest steps to a target with λ tuned, against λ = 0; and AdamW's
+  holds fixed; λ_opt ∝ B at fixed D); the fewest steps to a target with λ tuned, against λ = 0, for SGD and for
+  heavy ball (β tuned in both); and AdamW's
   (ε, λ) at fixed D by Monte Carlo on a grid.
 """
 
@@ -125,7 +126,8 @@ def compute(d: int, replicas: int, steps: int, seed: int, out_dir, d_adamw: int 
         [stationary_by_hand(p, opt, BATCH, with_bias=False) for opt in optimisers(p).values()],
     )
     _figure(curves, out_dir)
-    tables = [_bias_table(p, library), _tuning_table(p), _steps_table(p), _adamw_table(d_adamw, replicas_adamw, seed)]
+    tables = [_bias_table(p, library), _tuning_table(p), _steps_table(p), _steps_table(p, "heavy_ball")]
+    tables.append(_adamw_table(d_adamw, replicas_adamw, seed))
     return [check, control, stationary, no_bias], tables
 
 
@@ -166,23 +168,29 @@ def _tuning_table(p) -> Table:
     )
 
 
-def _steps_table(p) -> Table:
-    """Fewest steps to a target with λ tuned against λ = 0, per batch size (exact, :func:`optimal_steps_to_target`)."""
+def _steps_table(p, family: str = "sgd") -> Table:
+    """Fewest steps to a target with λ tuned against λ = 0, per batch size (exact, :func:`optimal_steps_to_target`);
+    heavy ball's β is tuned in both."""
     target = STEPS_TARGET * 0.5 * float(p.h.sum())
-    plain = dynamics.optimal_steps_to_target(p, target, STEPS_BATCHES)
-    tuned = dynamics.optimal_steps_to_target(p, target, STEPS_BATCHES, weight_decay="tune")
+    plain = dynamics.optimal_steps_to_target(p, target, STEPS_BATCHES, family=family)
+    tuned = dynamics.optimal_steps_to_target(p, target, STEPS_BATCHES, family=family, weight_decay="tune")
+    momentum = family == "heavy_ball"
     rows = [
-        [b, plain.steps[i], plain.lr[i], tuned.steps[i], tuned.lr[i], tuned.weight_decay[i],
-         tuned.steps[i] / plain.steps[i], bool(tuned.interior[i])]
+        [b, plain.steps[i], plain.lr[i], *([plain.momentum[i]] if momentum else []), tuned.steps[i], tuned.lr[i],
+         *([tuned.momentum[i]] if momentum else []), tuned.weight_decay[i], tuned.steps[i] / plain.steps[i],
+         bool(tuned.interior[i])]
         for i, b in enumerate(STEPS_BATCHES)
     ]  # fmt: skip
+    beta = ["β*"] if momentum else []
+    name = "heavy ball's" if momentum else "SGD's"
     return Table(
-        title=f"Steps to E[L] ≤ {STEPS_TARGET:g}·L₀ with SGD's weight decay tuned ({p.name})",
-        columns=["B", "steps, λ = 0", "ε*", "steps, λ tuned", "ε*", "λ*", "steps ratio", "interior"],
+        title=f"Steps to E[L] ≤ {STEPS_TARGET:g}·L₀ with {name} weight decay tuned ({p.name})",
+        columns=["B", "steps, λ = 0", "ε*", *beta, "steps, λ tuned", "ε*", *beta, "λ*", "steps ratio", "interior"],
         rows=rows,
-        note="Exact first hits of the tuned runs (nqm.dynamics.optimal_steps_to_target(weight_decay='tune'), coupled, "
-        "P = I). Only runs whose stationary loss is below the target count: with θ* ≠ 0 a run can dip below the "
-        "target on its way to a higher floor, since its bias grows while its variance shrinks.",
+        note=f"Exact first hits of the tuned runs (nqm.dynamics.optimal_steps_to_target(family='{family}', "
+        "weight_decay='tune'), coupled, P = I). Only runs whose stationary loss is below the target count: with "
+        "θ* ≠ 0 a run can dip below the target on its way to a higher floor, since its bias grows while its variance "
+        "shrinks.",
     )
 
 

@@ -296,7 +296,7 @@ class OptimalRuns:
     steps_continuous (the continuous optimum t*, for plots and fits), interior (True where the optimum
     is a stationary point of t(ε); False where it sits on the edge of the searched range), the tuned
     ``momentum`` β (heavy ball, Nesterov) or ``ema`` γ per batch size (None where the family has none), the
-    ``family`` and the ``precond`` they were tuned with, and SGD's ``weight_decay`` λ per batch size (tuned or held;
+    ``family`` and the ``precond`` they were tuned with, and the ``weight_decay`` λ per batch size (tuned or held;
     None without) and whether it is ``decoupled``. ``optimizer(i)`` is the tuned value of batch size i.
     """
 
@@ -488,7 +488,7 @@ class _DecayTunedLoss(_TunedLoss):
         self.optimum = np.zeros(p.d) if p.optimum is None else p.optimum
         self.noise = injected_variance(p, batch_sizes[:, None], self.pre)
         self.v0 = check_init_var(init_var, p.d)
-        self.range = (np.log(1e-3 * p.h.min()), np.log(p.h.max())) if decay == "tune" else (np.log(decay),) * 2
+        self.range = _decay_range(p) if decay == "tune" else (np.log(decay),) * 2
 
     def _decayed_kappa(self, decay):
         """The curvature a step ε multiplies, per row: p(h + λ) coupled, ph + λ decoupled."""
@@ -518,25 +518,29 @@ class _DecayTunedLoss(_TunedLoss):
 
 
 class _DecayHeavyBallLoss(_TunedLoss):
-    """Heavy ball with a held weight decay λ, for rows of (ε, β): E[x_t²] is the zero-mean second moment plus the
-    square of the mean's path to the biased fixed point (:class:`PulledMoments`). Coupled: heavy ball's closed form
-    at the curvature h + λ, x∞ = −λθ*/(h + λ). Decoupled (δ = ελ): the two-state form of
-    ``θ_{t+1} = (1 + β − λ − δ)θ_t − β(1 − δ)θ_{t−1}`` started at θ_{−1} = θ₀/(1 − δ), with
-    x∞ = −λ(1 − β)θ*/(ph + λ(1 − β))."""
+    """Heavy ball with a held weight decay λ per batch size (a number, or one per row), for rows of (ε, β): E[x_t²]
+    is the zero-mean second moment plus the square of the mean's path to the biased fixed point
+    (:class:`PulledMoments`). Coupled: heavy ball's closed form at the curvature h + λ, x∞ = −λθ*/(h + λ).
+    Decoupled (δ = ελ): the two-state form of ``θ_{t+1} = (1 + β − λ − δ)θ_t − β(1 − δ)θ_{t−1}`` started at
+    θ_{−1} = θ₀/(1 − δ), with x∞ = −λ(1 − β)θ*/(ph + λ(1 − β))."""
 
-    def __init__(self, p: NoisyQuadratic, batch_sizes, init_var, precond, decay: float, decoupled: bool):
+    def __init__(self, p: NoisyQuadratic, batch_sizes, init_var, precond, decay, decoupled: bool):
         super().__init__(p, batch_sizes, init_var, precond, "heavy_ball")
-        self.decay, self.decoupled = decay, decoupled
-        self.pre = check_precond(p, precond)
-        if not decoupled:
-            self.kappa = self.pre * (p.h + decay)  # coupled decay is curvature
+        self.decay = np.broadcast_to(np.asarray(decay, dtype=np.float64), batch_sizes.shape)
+        self.decoupled = decoupled
+        self.pre, self.h = check_precond(p, precond), p.h
+        # the curvature a step ε multiplies, per row: coupled decay is curvature p(h + λ)
+        self.kappa = self.pre * (p.h + (0.0 if decoupled else self.decay[:, None]))
+        if decoupled:
+            self.kappa = np.broadcast_to(self.kappa, (batch_sizes.size, p.d))
         self.optimum = None if p.optimum is None or not np.any(p.optimum) else p.optimum
 
     def _parts(self, eps, hp, rows=slice(None)):
         """(λ, q, β, δ) per row and coordinate, the transition F and the noise's gains u = (−√q, 0)."""
-        lam, q = eps[..., None] * self.kappa, eps[..., None] ** 2 * self.noise[rows]
+        lam, q = eps[..., None] * self.kappa[rows], eps[..., None] ** 2 * self.noise[rows]
         beta = np.broadcast_to(hp[..., None], lam.shape)
-        delta = np.broadcast_to(eps[..., None] * self.decay if self.decoupled else 0.0, lam.shape)
+        decay = self.decay[rows][..., None]
+        delta = np.broadcast_to(eps[..., None] * decay if self.decoupled else 0.0, lam.shape)
         f = np.empty(lam.shape + (2, 2))
         f[..., 0, 0], f[..., 0, 1] = 1 + beta - lam - delta, -beta * (1 - delta)
         f[..., 1, 0], f[..., 1, 1] = 1.0, 0.0
@@ -544,13 +548,14 @@ class _DecayHeavyBallLoss(_TunedLoss):
         u[..., 0] = -np.sqrt(q)
         return lam, q, beta, delta, f, u
 
-    def _fixed_point(self, lam, beta, delta):
+    def _fixed_point(self, lam, beta, delta, rows=slice(None)):
         """x∞ per row and coordinate (pull over λ + δ(1 − β)), None without an optimum."""
         if self.optimum is None:
             return None
         if self.decoupled:
             return -delta * (1 - beta) * self.optimum / (lam + delta * (1 - beta))
-        return -self.decay * self.optimum / (self.kappa / self.pre)
+        decay = self.decay[rows][..., None]
+        return -decay * self.optimum / (self.h + decay)
 
     def _moments(self, eps, hp, v0, rows=slice(None)):
         lam, q, beta, delta, f, u = self._parts(eps, hp, rows)
@@ -558,8 +563,8 @@ class _DecayHeavyBallLoss(_TunedLoss):
             start = (1.0, 1.0 / (1.0 - delta[..., :1]))  # θ_{−1} = θ₀/(1 − δ): one δ per row
             variance = TwoStateMoments(f, u, v0, start)
         else:
-            variance = super()._moments(eps, hp, v0, rows)
-        x_inf = self._fixed_point(lam, beta, delta)
+            variance = HeavyBallMoments(lam, q, v0, beta)
+        x_inf = self._fixed_point(lam, beta, delta, rows)
         if x_inf is None:
             return variance
         offset = np.zeros(lam.shape) if not self.decoupled else delta / (1 - delta) * self.optimum
@@ -576,15 +581,15 @@ class _DecayHeavyBallLoss(_TunedLoss):
         return (noise if x_inf is None else noise + x_inf**2) @ self.half_h
 
     def stability_edge(self, hp):
+        beta = np.asarray(hp)
         if not self.decoupled:
-            return super().stability_edge(hp)
+            return stable_lr_bound("heavy_ball", beta) / self.kappa.max(axis=-1)
         # Jury on x' = a₁x + a₂x₋ with a₁ = 1 + β − εph − ελ, a₂ = −β(1 − ελ): ε(max ph + λ(1 + β)) < 2(1 + β),
         # and ελ < 1 for the decay itself
-        beta = np.asarray(hp)
-        return np.minimum(2 * (1 + beta) / (self.kappa.max() + self.decay * (1 + beta)), 1.0 / self.decay)
+        return np.minimum(2 * (1 + beta) / (self.kappa.max(axis=-1) + self.decay * (1 + beta)), 1.0 / self.decay)
 
     def result_fields(self, hp) -> dict:
-        return {"momentum": hp, "weight_decay": np.full_like(hp, self.decay)}
+        return {"momentum": hp, "weight_decay": np.broadcast_to(self.decay, np.shape(hp)).copy()}
 
 
 class PulledMoments:
@@ -752,8 +757,30 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
     )  # fmt: skip
 
 
+def _decay_range(p: NoisyQuadratic) -> tuple[float, float]:
+    """Where a tuned weight decay is searched, on log λ: [10⁻³·h_min, h_max]."""
+    return np.log(1e-3 * p.h.min()), np.log(p.h.max())
+
+
+def _optimal_heavy_ball_decay(p, target, b, init_var, precond, decoupled: bool) -> OptimalRuns:
+    """Heavy ball with its weight decay λ tuned too: golden sections on log λ over :func:`_decay_range`, one λ per
+    batch size, around the held-λ search of (ε, β) (:class:`_DecayHeavyBallLoss`, :func:`_optimal_tuned`) whose
+    continuous first crossing is the objective: 18 held-λ searches. ``interior`` is also False where λ sits at an
+    end of its range."""
+    lo, hi = (np.full(b.size, v) for v in _decay_range(p))
+
+    def held(log_lam):
+        return _optimal_tuned(p, target, b, _DecayHeavyBallLoss(p, b, init_var, precond, np.exp(log_lam), decoupled))
+
+    u = _golden_min(lambda u, _guess: held(u).steps_continuous, lo, hi, _GOLDEN_STEPS)[0]
+    runs = held(u)
+    span = hi - lo
+    runs.interior &= (u > lo + 1e-3 * span) & (u < hi - 1e-3 * span)
+    return runs
+
+
 def _check_decay_choice(weight_decay, decoupled, family):
-    """None (no decay), a held λ > 0, or "tune"; weight decay is tuned for SGD only."""
+    """None (no decay), a held λ > 0, or "tune"; weight decay is held or tuned for SGD and heavy ball."""
     if isinstance(weight_decay, str):
         if weight_decay != "tune":
             raise ValueError(f"weight_decay must be a number >= 0 or 'tune', got {weight_decay!r}")
@@ -762,12 +789,8 @@ def _check_decay_choice(weight_decay, decoupled, family):
         decay = check_real("weight_decay", weight_decay, low=0.0) or None
     if not isinstance(decoupled, (bool, np.bool_)):
         raise TypeError(f"decoupled must be True or False, got {decoupled!r}")
-    if decay is not None and family == "heavy_ball" and decay == "tune":
-        raise ValueError(
-            "family='heavy_ball' holds a weight_decay (a number); tuning it is for family='sgd' only so far"
-        )
     if decay is not None and family not in ("sgd", "heavy_ball"):
-        raise ValueError(f"weight decay is held or tuned for family='sgd' and held for 'heavy_ball' (not {family!r})")
+        raise ValueError(f"weight decay is held or tuned for family='sgd' and 'heavy_ball' (not {family!r})")
     return decay
 
 
@@ -830,7 +853,9 @@ def optimal_steps_to_target(
     an end of its range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed).
 
     ``weight_decay``: for SGD, λ held at a number or ``"tune"``d on log λ over [10⁻³·h_min, h_max], coupled or
-    ``decoupled`` (:mod:`nqm.optim`); for heavy ball, λ held (coupled or decoupled) while ε and β are tuned. The
+    ``decoupled`` (:mod:`nqm.optim`); for heavy ball, λ held or tuned the same way (coupled or decoupled) with ε
+    and β (tuned: golden sections on log λ around the (ε, β) search, one batch size at a time, 18 times the cost
+    of a held λ). The
     runs start from E[θ₀] = θ* (the problem's ``optimum``, towards which the decay does not pull) and are searched
     as the momentum families are, on closed forms (:class:`~nqm.dynamics.DecayedSgdMoments`; heavy ball's at the
     curvature h + λ plus its mean's path). With θ* = 0, decay only adds curvature and a tuned λ runs to h_max.
@@ -843,6 +868,8 @@ def optimal_steps_to_target(
     target = check_target(target)
     b = check_batch_sizes(batch_sizes)
     decay = _check_decay_choice(weight_decay, decoupled, family)
+    if decay == "tune" and family == "heavy_ball":
+        return _optimal_heavy_ball_decay(p, target, b, init_var, precond, bool(decoupled))
     if decay is not None and family == "heavy_ball":
         return _optimal_tuned(p, target, b, _DecayHeavyBallLoss(p, b, init_var, precond, decay, bool(decoupled)))
     if decay is not None:
