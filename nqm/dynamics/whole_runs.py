@@ -26,6 +26,7 @@ E[L_t] oscillates); ``optimal_steps_to_target(family="heavy_ball" | "nesterov" |
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,6 +55,7 @@ from .moments import (
     heavy_ball_stationary,
     two_state_stationary,
 )
+from .quadrature import compress_spectrum
 
 __all__ = ["steps_to_target", "optimal_steps_to_target", "OptimalRuns", "check_target"]
 
@@ -356,6 +358,7 @@ class _TunedLoss:
     (:mod:`nqm.dynamics.moments`); ``hp`` is the hyper-parameter β or γ of each row."""
 
     decoupled = False
+    compressible = True  # E[L_t] is linear in (V₀, q) per coordinate: see compressed()
 
     def __init__(self, p: NoisyQuadratic, batch_sizes, init_var, precond, family: str):
         pre = check_precond(p, precond)
@@ -363,8 +366,25 @@ class _TunedLoss:
         self.family = family
         self.half_h = 0.5 * p.h
         self.kappa = pre * p.h
+        self.batch_sizes = batch_sizes
         self.noise = injected_variance(p, batch_sizes[:, None], pre)
         self.v0 = check_init_var(init_var, p.d)
+
+    def compressed(self) -> _TunedLoss:
+        """The same loss on a compressed spectrum (:func:`nqm.dynamics.quadrature.compress_spectrum`), to search on:
+        pseudo-coordinates of curvature κ with ½h = 1, V₀ = a (the start's weight) and noise b/B per batch size."""
+        positive = self.kappa > 0  # κ = 0 coordinates (flat directions) are kept as they are
+        unit_noise = self.noise[0] * self.batch_sizes[0]  # p²c
+        spectrum = compress_spectrum(
+            self.kappa[positive], (self.half_h * self.v0)[positive], (self.half_h * unit_noise)[positive]
+        )
+        out = copy.copy(self)
+        out.kappa = np.concatenate([spectrum.kappa, self.kappa[~positive]])
+        out.half_h = np.concatenate([np.ones(spectrum.kappa.size), self.half_h[~positive]])
+        out.v0 = np.concatenate([spectrum.a, self.v0[~positive]])
+        weights = np.concatenate([spectrum.b, unit_noise[~positive]])
+        out.noise = weights / self.batch_sizes[:, None]
+        return out
 
     def _moments(self, eps, hp, v0, rows=slice(None)):
         lam, q, hh = eps[..., None] * self.kappa, eps[..., None] ** 2 * self.noise[rows], hp[..., None]
@@ -479,6 +499,8 @@ class _DecayTunedLoss(_TunedLoss):
     does not pull): closed form per coordinate (:class:`~nqm.dynamics.DecayedSgdMoments`). λ is searched on log λ
     over [10⁻³·h_min, h_max], or held at ``decay``."""
 
+    compressible = False  # the mean's path to the biased fixed point is not a sum of a- and b-weighted parts
+
     def __init__(self, p: NoisyQuadratic, batch_sizes, init_var, precond, decay, decoupled: bool):
         self.pre = check_precond(p, precond)
         self.precond = None if precond is None else self.pre
@@ -523,6 +545,8 @@ class _DecayHeavyBallLoss(_TunedLoss):
     (:class:`PulledMoments`). Coupled: heavy ball's closed form at the curvature h + λ, x∞ = −λθ*/(h + λ).
     Decoupled (δ = ελ): the two-state form of ``θ_{t+1} = (1 + β − λ − δ)θ_t − β(1 − δ)θ_{t−1}`` started at
     θ_{−1} = θ₀/(1 − δ), with x∞ = −λ(1 − β)θ*/(ph + λ(1 − β))."""
+
+    compressible = False
 
     def __init__(self, p: NoisyQuadratic, batch_sizes, init_var, precond, decay, decoupled: bool):
         super().__init__(p, batch_sizes, init_var, precond, "heavy_ball")
@@ -703,6 +727,7 @@ _H_LOG_RANGE = (np.log(1e-4), np.log1p(-1e-6))
 _LR_DECADES = 1e4  # ε searched in [ε_hi/1e4, ε_hi]
 _GOLDEN_STEPS = 16
 _SCAN_BUDGET = 1 << 25  # final runs of at most this many coordinate-steps are checked step by step
+_COMPRESS_ABOVE = 2048  # coordinates beyond which the (ε, hp) search runs on a compressed spectrum
 
 
 def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
@@ -712,15 +737,23 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
     For each hp the inner search runs over ε up to ``feasible_lr`` (stable, stationary loss below target);
     steps are the integer first crossings of the closed form and the objective their continuous
     interpolation, so the searches see a continuous function. 18 × 18 crossings per batch size (18 where hp is
-    held fixed).
+    held fixed), on the compressed spectrum (:mod:`nqm.dynamics.quadrature`) when there are more than 2048
+    coordinates.
     """
 
+    # a long spectrum is searched compressed (a few hundred weighted coordinates); the patch below and the scan
+    # settle on the exact loss
+    search = loss.compressed() if loss.compressible and p.d > _COMPRESS_ABOVE else loss
+
     def best_lr(s, guess):
-        hp = loss.hp_of(s)
-        eps_hi = loss.feasible_lr(hp, target)
+        hp = search.hp_of(s)
+        eps_hi = search.feasible_lr(hp, target)
         hi = np.log(eps_hi)
         z, t = _golden_min(
-            lambda z, g: _first_crossing(loss, np.exp(z), hp, target, g)[1], hi - np.log(_LR_DECADES), hi, _GOLDEN_STEPS
+            lambda z, g: _first_crossing(search, np.exp(z), hp, target, g)[1],
+            hi - np.log(_LR_DECADES),
+            hi,
+            _GOLDEN_STEPS,
         )
         return np.exp(z), t, eps_hi
 
@@ -729,18 +762,30 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
     s = lo if held else _golden_min(lambda s, g: best_lr(s, g)[1], lo, hi, _GOLDEN_STEPS)[0]
     eps, _, eps_hi = best_lr(s, None)
     # t(ε, hp) is jagged where E[L] still oscillates at the target (heavy ball at large B: the crossing
-    # jumps between troughs); a 5 × 5 patch of exact crossings around the optimum picks the best nearby.
-    offsets = np.linspace(-0.03, 0.03, 5)
+    # jumps between troughs); a 5 × 5 patch of crossings around the optimum picks the best nearby. On a compressed
+    # spectrum the patch ranks its points and the best three per batch size are crossed again on the exact loss.
     best = (np.full(b.size, np.inf), np.full(b.size, np.inf), eps, s, eps_hi)
+    patch = []
+    offsets = np.linspace(-0.03, 0.03, 5)
     for ds in offsets:
         s_c = np.clip(s + ds, lo, hi)
-        hp_c = loss.hp_of(s_c)
-        cap = loss.feasible_lr(hp_c, target)
+        hp_c = search.hp_of(s_c)
+        cap = search.feasible_lr(hp_c, target)
         for dz in offsets:
             eps_c = np.minimum(eps * np.exp(dz), cap)
-            st, ct = _first_crossing(loss, eps_c, hp_c, target, best[1])
-            better = (st < best[0]) | ((st == best[0]) & (ct < best[1]))
-            best = tuple(np.where(better, new, old) for new, old in zip((st, ct, eps_c, s_c, cap), best))
+            point = (*_first_crossing(search, eps_c, hp_c, target, best[1]), eps_c, s_c, cap)
+            patch.append(point)
+            best = _better(point, best)
+    if search is not loss:
+        patch = [np.stack(field) for field in zip(*patch)]  # (25, n) per field
+        rows = np.arange(b.size)
+        best = (np.full(b.size, np.inf), np.full(b.size, np.inf), eps, s, eps_hi)
+        for rank in np.lexsort((patch[1], patch[0]), axis=0)[:3]:
+            eps_c, s_c = patch[2][rank, rows], patch[3][rank, rows]
+            hp_c = loss.hp_of(s_c)
+            cap = loss.feasible_lr(hp_c, target)
+            eps_c = np.minimum(eps_c, cap)
+            best = _better((*_first_crossing(loss, eps_c, hp_c, target, best[1]), eps_c, s_c, cap), best)
     steps, cont, eps, s, eps_hi = best
     hp = loss.hp_of(s)
     # The bracketing search finds a crossing. Short runs (steps·d ≤ 2^25, e.g. heavy ball at large B, where
@@ -755,6 +800,13 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
         b, steps, b * steps, eps, cont, interior, **fields, family=loss.family, precond=loss.precond,
         decoupled=loss.decoupled,
     )  # fmt: skip
+
+
+def _better(point, best):
+    """Per row, ``point`` = (steps, continuous steps, …) where it reaches the target sooner than ``best`` (fewer
+    steps, then the earlier continuous crossing), else ``best``."""
+    better = (point[0] < best[0]) | ((point[0] == best[0]) & (point[1] < best[1]))
+    return tuple(np.where(better, new, old) for new, old in zip(point, best))
 
 
 def _decay_range(p: NoisyQuadratic) -> tuple[float, float]:
@@ -848,7 +900,10 @@ def optimal_steps_to_target(
     sections on log(1 − h) around golden sections on log ε (ε up to the largest stable step whose stationary
     loss is below the target), each point's steps the first crossing of the closed form (:mod:`nqm.dynamics.moments`;
     Nesterov's through its two-state transition), then the best of a 5 × 5 patch of nearby points (t(ε, β)
-    is jagged at large B, where E[L] still oscillates at the target). Short runs (steps·d ≤ 2²⁵) are
+    is jagged at large B, where E[L] still oscillates at the target). Beyond 2048 coordinates these searches run on
+    a compressed spectrum (``nqm.dynamics.quadrature``, 448 weighted coordinates whose crossings agree with the
+    exact ones to a few hundredths of a step on smooth runs) and the best three points of the patch are crossed
+    again on the exact loss. Short runs (steps·d ≤ 2²⁵) are
     checked at every step, so their steps are exact first hits; ``interior`` is False where ε or h sits at
     an end of its range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed).
 
