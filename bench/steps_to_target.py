@@ -109,13 +109,18 @@ def naive_optimum(p, init_var):
     return steps[np.arange(BATCHES.size), best], grid[best]
 
 
-def timed(fn, repeats=3):
-    best, out = np.inf, None
+SPREAD = {}  # label: (best, worst) seconds of the repeated timings
+
+
+def timed(fn, repeats=3, label=None):
+    times, out = [], None
     for _ in range(repeats):
         t0 = time.perf_counter()
         out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+        times.append(time.perf_counter() - t0)
+    if label is not None:
+        SPREAD[label] = (min(times), max(times))
+    return min(times), out
 
 
 def main() -> None:
@@ -131,7 +136,8 @@ def main() -> None:
     t_naive_mom, (naive_mom, naive_choice) = timed(lambda: naive_momentum_optimum(small, counts, subset), repeats=1)
     t_mom_binned, mom_binned = timed(
         lambda: dynamics.optimal_steps_to_target(small, TARGET, BATCHES, init_var=counts, family="heavy_ball"),
-        repeats=1,
+        repeats=5,
+        label="momentum, nqm binned",
     )
     # what the naive answers are worth: exact first hits at the (ε, β) it chose, on its own binned problem
     naive_mom_exact = np.array(
@@ -143,7 +149,9 @@ def main() -> None:
         ]
     )
     t_mom_full, mom_full = timed(
-        lambda: dynamics.optimal_steps_to_target(full, TARGET, BATCHES, family="heavy_ball"), repeats=1
+        lambda: dynamics.optimal_steps_to_target(full, TARGET, BATCHES, family="heavy_ball"),
+        repeats=5,
+        label="momentum, nqm full spectrum",
     )
     per_b_naive = t_naive_mom / subset.size
     reference = np.array(
@@ -189,6 +197,7 @@ def main() -> None:
                 np.max(np.abs(naive_mom / mom_full.steps[::5] - 1))
             ),
         },
+        "spread (best, worst of 5 runs, seconds for all batch sizes)": {k: list(v) for k, v in SPREAD.items()},
         "steps": {
             "B": BATCHES.tolist(),
             "nqm full": ours.steps.tolist(),
@@ -207,6 +216,9 @@ def main() -> None:
         print(section)
         for k, v in out[section].items():
             print(f"  {k:72s} {v:.4g}" if not isinstance(v, bool) else f"  {k:72s} {v}")
+    print("spread (best, worst of 5 runs; seconds for all batch sizes)")
+    for k, (lo, hi) in SPREAD.items():
+        print(f"  {k:72s} {lo:.3f} {hi:.3f}")
     print(f"{'B':>9s} {'nqm steps':>11s} {'naive steps':>12s} {'nqm ε':>9s} {'naive ε':>9s}")
     for b, s1, s2, e1, e2 in zip(BATCHES, ours.steps, naive, ours.lr, naive_lr):
         print(f"{b:9.0f} {s1:11.0f} {s2:12.0f} {e1:9.4f} {e2:9.4f}")

@@ -55,7 +55,7 @@ def test_a_long_spectrum_searched_compressed_gives_the_exact_search_s_runs(famil
     np.testing.assert_array_equal(compressed.steps, full.steps)
     np.testing.assert_allclose(compressed.lr, full.lr, rtol=1e-4)
     monkeypatch.setattr(whole_runs, "_COMPRESS_ABOVE", 2048)
-    coarse = lambda k, a, b: compress_spectrum(k, a, b, exact=1, bins=4, nodes=1)  # noqa: E731
+    coarse = lambda k, a, b, **_: compress_spectrum(k, a, b, exact=1, bins=4, nodes=1)  # noqa: E731
     monkeypatch.setattr(whole_runs, "compress_spectrum", coarse)
     planted = dynamics.optimal_steps_to_target(p, target, batches, family=family)
     assert not np.allclose(planted.lr, full.lr, rtol=1e-4)

@@ -263,24 +263,93 @@ def test_tiny_curvatures_still_decay():
     assert runs.steps[0] == small.steps[0] < np.inf  # the directions below 1e-12 cannot matter at 0.01
 
 
+@pytest.mark.parametrize("d", [60, 4096])
 @pytest.mark.parametrize("beta", [0.9, 0.95, 0.999])
-def test_the_pruned_scan_finds_the_first_of_many_hits(beta):
+def test_the_pruned_scan_finds_the_first_of_many_hits(beta, d):
     """The tuner's exact scan of heavy-ball runs (branch and bound on a lower bound of E[L_t], leaves evaluated
     step by step) returns the first t with E[L_t] ≤ target where the loss oscillates and crosses the target many
     times, as a plain evaluation of every step does; targets are taken from the curve itself, so hits sit at
-    leaf edges and in every part of the run."""
+    leaf edges and in every part of the run. Leaves are long on a short spectrum (d = 60) and a few steps on a long
+    one (d = 4096)."""
     from nqm.dynamics.heavy_ball import HeavyBallMoments
-    from nqm.dynamics.whole_runs import _first_hit_pruned
+    from nqm.dynamics.whole_runs import _first_hit_pruned, _scan_leaf
 
-    p = nqm.NoisyQuadratic.zhang2019(60)
+    p = nqm.NoisyQuadratic.zhang2019(d)
     lam = 0.95 * optim.stable_lr_bound("heavy_ball", beta) * p.h / p.h.max()  # the top coordinates ring
     moments = HeavyBallMoments(lam, 1e-4 * lam**2 * p.c, np.ones(p.d), beta)
-    until = 6000
+    until = 6000 if d < 1000 else 1500
     losses = moments.at(np.arange(until, dtype=np.float64)[:, None]) @ (0.5 * p.h)
+    leaf = _scan_leaf(d)
+    assert leaf == (136 if d == 60 else 4)
     stretches = []  # separate runs of steps below each target: the loss comes back above it in between
-    for target in np.quantile(losses, [0.02, 0.1, 0.3, 0.5]).tolist() + [losses[256], losses[511], losses.min()]:
+    # a hair above the loss at a leaf's edge: the leaf sums its coordinates in another order, and a tie would
+    # be decided by rounding
+    edges = [losses[k] * (1 + 1e-12) for k in (leaf, 2 * leaf - 1, 5 * leaf + 1)]
+    for target in np.quantile(losses, [0.02, 0.1, 0.3, 0.5]).tolist() + edges + [losses.min()]:
         below = losses <= target
         assert _first_hit_pruned(moments, 0.5 * p.h, target, until) == int(np.argmax(below))
         stretches.append(int(below[0]) + np.sum(np.diff(below.astype(int)) == 1))
     assert max(stretches) >= 3
     assert _first_hit_pruned(moments, 0.5 * p.h, 0.5 * losses.min(), until) == until
+
+
+@pytest.mark.parametrize("family", TUNED)
+def test_a_loose_crossing_brackets_the_exact_one(family):
+    """The searches' crossings stop once the bracket is 1e-4 of t (``rel_tol``): the integer returned is then the
+    bracket's upper end, at or after the exact first crossing, and the continuous estimate, interpolated across the
+    wider bracket, agrees with the exact one's to 1e-9. A crossing grown a step at a time (``stride`` = 1e-9) from a
+    guess a third of a step off is the exact one."""
+    from nqm.dynamics.whole_runs import _first_crossing, _TunedLoss
+
+    p = nqm.NoisyQuadratic.zhang2019(60)
+    b = np.array([1.0, 2.0, 4.0, 8.0])
+    loss = _TunedLoss(p, b, 1.0, None, family)
+    hp = np.array([0.999, 0.99, 0.9, 0.5])
+    eps = np.array([0.003, 0.01, 0.03, 0.1]) * loss.feasible_lr(hp, 0.02)
+    steps, cont = _first_crossing(loss, eps, hp, 0.02)
+    loose_steps, loose_cont = _first_crossing(loss, eps, hp, 0.02, rel_tol=1e-4)
+    assert np.all(steps > 4000)
+    assert np.all(loose_steps >= steps) and np.any(loose_steps > steps)  # the bracket really was loose
+    np.testing.assert_allclose(loose_cont, cont, rtol=1e-9)
+    near_steps, _ = _first_crossing(loss, eps, hp, 0.02, guess=cont + 0.3, stride=1e-9)
+    np.testing.assert_array_equal(near_steps, steps)
+
+
+def test_the_initial_loss_needs_no_closed_form():
+    """E[L_0] = ½Σh·V₀ for every tuned loss (heavy ball, its compressed spectrum, SGD and heavy ball with weight decay
+    pulling towards θ* ≠ 0, coupled and decoupled): what the crossing search takes for t = 0."""
+    from nqm.dynamics import whole_runs as wr
+
+    z = nqm.NoisyQuadratic.zhang2019(3000)
+    p = nqm.NoisyQuadratic(z.h, z.c, optimum=np.random.default_rng(0).normal(size=z.d))
+    b = np.array([4.0, 256.0])
+    eps, hp = np.array([0.1, 0.5]), np.array([0.9, 0.5])
+    losses = [wr._TunedLoss(p, b, 2.0, None, "heavy_ball"), wr._TunedLoss(p, b, 2.0, None, "heavy_ball").compressed()]
+    losses += [wr._DecayTunedLoss(p, b, 2.0, None, 0.01, d) for d in (False, True)]
+    losses += [wr._DecayHeavyBallLoss(p, b, 2.0, None, 0.01, d) for d in (False, True)]
+    for loss in losses:
+        np.testing.assert_allclose(loss.value(eps, hp, np.zeros(2)), loss.initial_loss(), rtol=1e-12)
+    assert losses[0].initial_loss() == pytest.approx(0.5 * p.h.sum() * 2.0)
+
+
+def test_the_search_reaches_the_high_end_of_momentum_and_below_the_near_decade_of_steps(monkeypatch):
+    """Two ends the shortened searches must not miss. At small B the optimum pushes β to the searched range's
+    high end (1 − 10⁻⁴), which is evaluated itself: the tuned steps are never more than those of ε alone tuned with
+    β held there. And where ε's optimum lies below the decade under the feasible edge that is searched first (here
+    forced: a near range of 1%), the rest of the range is searched and the answer is the same. Planted: neither end
+    searched (3–13 steps more at the high end; 3% more steps without the rest of the range)."""
+    from nqm.dynamics import whole_runs as wr
+
+    p = nqm.NoisyQuadratic.zhang2019(200)
+    b = np.array([1.0, 2.0, 4.0, 4096.0])
+    runs = dynamics.optimal_steps_to_target(p, 0.001, b, family="heavy_ball")
+    np.testing.assert_allclose(runs.momentum[:3], 1 - 1e-4, rtol=1e-12)
+    assert not np.any(runs.interior[:3]) and runs.interior[3]
+    monkeypatch.setattr(wr, "_H_LOG_RANGE", (wr._H_LOG_RANGE[0],) * 2)
+    held = dynamics.optimal_steps_to_target(p, 0.001, b[:3], family="heavy_ball")
+    assert np.all(runs.steps[:3] <= held.steps)
+    monkeypatch.undo()
+    monkeypatch.setattr(wr, "_LR_NEAR", np.log(1.01))
+    narrow = dynamics.optimal_steps_to_target(p, 0.001, b, family="heavy_ball")
+    assert np.all(narrow.steps <= runs.steps * 1.002)
+    np.testing.assert_allclose(narrow.lr, runs.lr, rtol=0.05)

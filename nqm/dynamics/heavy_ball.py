@@ -128,7 +128,7 @@ class HeavyBallMoments:
             self.underdamped = np.stack(
                 [phi, c, s_inf, s_inf / s2, beta * s_inf / s2, 2 * sign * rho * c_inf / s2]
                 + [kappa * np.where(critical, 1.0, 1.0 / sin_phi), critical, g_plus.real, g_plus.imag]
-                + [np.exp(c) / np.expm1(c), -np.exp(-c) / (4 * sin_phi**2)]
+                + [np.exp(c) / np.expm1(c), -np.exp(-c) / (4 * sin_phi**2), np.cos(phi), np.sin(phi)]
             )
 
     def at(self, t):
@@ -252,10 +252,11 @@ def _underdamped(t, table):
     """(S_t, not accurate, W_t²) for underdamped and critical coordinates: the backward form, else the
     forward form where that is better conditioned (``expm1(t(c + 2iφ)) = expm1(tc)cos 2tφ − 2sin²tφ +
     i·e^{tc} sin 2tφ``, so it costs one more transcendental function)."""
-    phi, c, s_inf, k1, k2, k3, kappa_r, critical, g_re, g_im, g_mid, prefactor = table
-    critical = critical.astype(bool)
+    phi, c, s_inf, k1, k2, k3, kappa_r, critical, g_re, g_im, g_mid, prefactor, cos_phi, sin_phi = table
+    critical = critical != 0
     e = np.exp(t * c)
-    s1, s0, cos_t = np.sin((t + 1) * phi), np.sin(t * phi), np.cos(t * phi)
+    s0, cos_t = np.sin(t * phi), np.cos(t * phi)
+    s1 = s0 * cos_phi + cos_t * sin_phi  # sin((t + 1)φ), one rounding from the two above
     if critical.any():  # R_n = n, so the "sines" are (t + 1, t) with sin φ = 1
         s1, s0, cos_t = np.where(critical, t + 1, s1), np.where(critical, t, s0), np.where(critical, 1.0, cos_t)
     squares = k1 * s1 * s1 + k2 * s0 * s0

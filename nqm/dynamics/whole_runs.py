@@ -370,13 +370,13 @@ class _TunedLoss:
         self.noise = injected_variance(p, batch_sizes[:, None], pre)
         self.v0 = check_init_var(init_var, p.d)
 
-    def compressed(self) -> _TunedLoss:
+    def compressed(self, **sizes) -> _TunedLoss:
         """The same loss on a compressed spectrum (:func:`nqm.dynamics.quadrature.compress_spectrum`), to search on:
         pseudo-coordinates of curvature κ with ½h = 1, V₀ = a (the start's weight) and noise b/B per batch size."""
         positive = self.kappa > 0  # κ = 0 coordinates (flat directions) are kept as they are
         unit_noise = self.noise[0] * self.batch_sizes[0]  # p²c
         spectrum = compress_spectrum(
-            self.kappa[positive], (self.half_h * self.v0)[positive], (self.half_h * unit_noise)[positive]
+            self.kappa[positive], (self.half_h * self.v0)[positive], (self.half_h * unit_noise)[positive], **sizes
         )
         out = copy.copy(self)
         out.kappa = np.concatenate([spectrum.kappa, self.kappa[~positive]])
@@ -410,13 +410,17 @@ class _TunedLoss:
     def value(self, eps, hp, t):
         return self.curve(eps, hp)(t)
 
+    def initial_loss(self) -> float:
+        """E[L_0] = ½Σh·V₀, whatever the hyper-parameters: the runs start at E[θ₀] = θ*."""
+        return float(self.v0 @ self.half_h)
+
     def first_hit_by_scan(self, row: int, eps: float, hp: float, target: float, until: int) -> int:
         """The first integer t < ``until`` with E[L_t] ≤ target for batch size ``row`` at (ε, hp) by evaluating
         every step; ``until`` if there is none.
 
         Heavy ball skips the stretches where a lower bound of E[L_t] (:meth:`HeavyBallMoments.lower_bound`)
-        stays above the target: intervals are halved, left first, down to leaves of ``_SCAN_LEAF`` steps that are
-        evaluated step by step, so the first hit found is the first one."""
+        stays above the target: intervals are halved, left first, down to leaves of a few steps (``_scan_leaf``)
+        that are evaluated step by step, so the first hit found is the first one."""
         moments = self._moments(np.array(eps), np.array(hp), self.v0, row)
         if isinstance(moments, HeavyBallMoments):
             return _first_hit_pruned(moments, self.half_h, target, until)
@@ -456,11 +460,11 @@ class _TunedLoss:
     def feasible_lr(self, hp, target):
         """Per row, the ε (just below the stability edge) at which the stationary loss reaches ``target``.
 
-        The stationary loss increases with ε, from 0 to ∞ at the edge: bisection in log ε, 60 halvings.
+        The stationary loss increases with ε, from 0 to ∞ at the edge: bisection in log ε, 42 halvings.
         """
         edge = self.stability_edge(hp) * (1 - 1e-9)
         lo, hi = np.log(edge) - np.log(1e15), np.log(edge)
-        for _ in range(60):
+        for _ in range(42):  # 34.5·2⁻⁴² = 8e-12 in log ε
             mid = 0.5 * (lo + hi)
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 above = ~(self.stationary(np.exp(mid), hp) < target)
@@ -468,18 +472,23 @@ class _TunedLoss:
         return np.exp(lo)
 
 
-_SCAN_LEAF = 256  # steps evaluated one by one where the lower bound does not exclude a hit
+def _scan_leaf(d: int) -> int:
+    """Steps evaluated one by one where the lower bound does not exclude a hit: about 8192 coordinate-steps per leaf,
+    4 to 256 steps (a bound costs a few evaluations of one step, so long spectra halve down to short leaves; at
+    d = 10⁴ a leaf of 4 steps scans 13× faster than one of 256)."""
+    return int(np.clip(8192 // max(d, 1), 4, 256))
 
 
 def _first_hit_pruned(moments: HeavyBallMoments, half_h, target: float, until: int) -> int:
     """The first integer t < ``until`` with ½Σh E[x_t²] ≤ target (``until`` if none): branch and bound on
     intervals of t with the moments' lower bound, leaves evaluated exactly."""
     intervals = [(0, until - 1)]
+    leaf = _scan_leaf(half_h.size)
     while intervals:
         first, last = intervals.pop()
         if last < first:
             continue
-        if last - first < _SCAN_LEAF:
+        if last - first < leaf:
             ts = np.arange(first, last + 1, dtype=np.float64)
             with np.errstate(over="ignore", invalid="ignore"):
                 hit = np.nonzero(moments.at(ts[:, None]) @ half_h <= target)[0]
@@ -631,12 +640,16 @@ class PulledMoments:
             return self.variance.at(t) + mean**2
 
 
-def _first_crossing(loss: _TunedLoss, eps, hp, target, guess=None, max_steps=2.0**50):
+def _first_crossing(
+    loss: _TunedLoss, eps, hp, target, guess=None, max_steps=2.0**50, stride: float = 0.02, rel_tol: float = 0.0
+):
     """(first integer k, continuous estimate) with E[L_k] ≤ target, per row; inf where never.
 
-    A bracket [lo, hi] with L(lo) > target ≥ L(hi) is grown by doubling from ``guess`` and then narrowed by
-    interpolating y = log(L − L∞) linearly in k (exact for one exponential rate, so typically a step or two),
-    with a bisection step whenever an interpolation fails to halve the bracket. This finds a crossing of
+    A bracket [lo, hi] with L(lo) > target ≥ L(hi) is grown from ``guess`` (by ``stride``·guess, doubling) and then
+    narrowed by interpolating y = log(L − L∞) linearly in k (exact for one exponential rate, so typically a step
+    or two), with a bisection step whenever an interpolation fails to halve the bracket, down to one step, or to
+    ``rel_tol`` of k where that is more (a search that needs only the continuous estimate; the integer returned
+    is then the bracket's upper end). This finds a crossing of
     the target; it is the first one when E[L_k] decreases up to it (heavy ball's oscillations decay as β^k
     and are past by then in tuned runs; ``steps_to_target`` is exact in every case and checks this in the
     tests).
@@ -655,18 +668,20 @@ def _first_crossing(loss: _TunedLoss, eps, hp, target, guess=None, max_steps=2.0
             v = curve(k)
             return v, np.log(np.maximum(v - l_inf, 1e-300)) - goal
 
-    v0, y0 = excess_log(np.zeros(n))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v0 = np.full(n, loss.initial_loss())  # t = 0 needs no closed form
+        y0 = np.log(np.maximum(v0 - l_inf, 1e-300)) - goal
     done0 = reached & (v0 <= target)
     active = reached & ~done0
     # Bracket. Without a guess: lo = 0, hi = 1, 2, 4, … . With one: probe k = ⌈guess⌉, then step away from it
-    # by 2% of k, doubling the stride, until the other side of the crossing is found.
+    # by ``stride`` of k (at least one step), doubling the stride, until the other side of the crossing is found.
     if guess is None:
         k = np.ones(n)
     else:
         k = np.maximum(np.ceil(np.where(np.isfinite(guess), guess, 1.0)), 1.0)
     v_k, y_k = excess_log(k)
     k_below = v_k <= target
-    stride = np.where(guess is None, k, np.maximum(np.ceil(0.02 * k), 1.0))
+    stride = np.where(guess is None, k, np.maximum(np.ceil(stride * k), 1.0))
     lo = np.where(k_below & (guess is not None), np.maximum(k - stride, 0.0), np.where(k_below, 0.0, k))
     hi = np.where(k_below, k, k + stride)
     y_lo, y_hi = np.where(k_below, y0, y_k), np.where(k_below, y_k, y0)
@@ -700,7 +715,7 @@ def _first_crossing(loss: _TunedLoss, eps, hp, target, guess=None, max_steps=2.0
     # third probe bisects, which bounds the worst case.
     moved_hi = np.zeros(n, dtype=bool)
     for i in range(10**4):
-        narrowing = active & (hi - lo > 1)
+        narrowing = active & (hi - lo > np.maximum(1.0, rel_tol * hi))
         if not narrowing.any():
             break
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -718,14 +733,23 @@ def _first_crossing(loss: _TunedLoss, eps, hp, target, guess=None, max_steps=2.0
     with np.errstate(divide="ignore", invalid="ignore"):
         frac = np.clip(y_lo / (y_lo - y_hi), 0.0, 1.0)
     steps = np.where(done0, 0.0, np.where(reached, hi, np.inf))
-    cont = np.where(done0, 0.0, np.where(reached, lo + np.where(np.isfinite(frac), frac, 1.0), np.inf))
+    cont = np.where(done0, 0.0, np.where(reached, lo + np.where(np.isfinite(frac), frac, 1.0) * (hi - lo), np.inf))
     return steps, cont
 
 
 # searched hyper-parameter range: h = β or γ in [1e-6, 1 − 1e-4], golden sections on log(1 − h)
 _H_LOG_RANGE = (np.log(1e-4), np.log1p(-1e-6))
 _LR_DECADES = 1e4  # ε searched in [ε_hi/1e4, ε_hi]
-_GOLDEN_STEPS = 16
+_GOLDEN_STEPS = 16  # λ's search and ε's search beyond its first decade
+_INNER_STEPS = 15  # ε's search over the decade below the feasible step: to 2.3·0.618¹⁵ = 1.7e-3 in log ε
+_OUTER_STEPS = 10  # h's search: to 9.2·0.618¹⁰ = 0.075 in log(1 − h), then the patch
+_LR_NEAR = np.log(10.0)  # the decade of ε searched first (every optimum measured sits within 0.0–1.0 of its top)
+# the search's compressed spectrum (64 + 32·3·2 = 256 coordinates; the patch's is the default 448): the search only
+# has to land near the optimum, the patch and the exact crossings settle it
+_SEARCH_SIZES = dict(exact=64, bins=32, nodes=3)
+_PATCH_WIDTH = 0.03
+_PATCH_POINTS = 5
+_SEARCH_RTOL = 1e-4  # the searches narrow crossings to 1e-4 of t (one step where that is less) and interpolate
 _SCAN_BUDGET = 1 << 25  # final runs of at most this many coordinate-steps are checked step by step
 _COMPRESS_ABOVE = 2048  # coordinates beyond which the (ε, hp) search runs on a compressed spectrum
 
@@ -734,58 +758,89 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
     """Fewest steps over (ε, hp) per batch size (hp = β, γ or λ, searched on the loss's ``s`` scale: log(1 − hp)
     or log λ): golden sections on s around golden sections on log ε.
 
-    For each hp the inner search runs over ε up to ``feasible_lr`` (stable, stationary loss below target);
-    steps are the integer first crossings of the closed form and the objective their continuous
-    interpolation, so the searches see a continuous function. 18 × 18 crossings per batch size (18 where hp is
-    held fixed), on the compressed spectrum (:mod:`nqm.dynamics.quadrature`) when there are more than 2048
-    coordinates.
+    For each hp the inner search runs over ε up to ``feasible_lr`` (stable, stationary loss below target), first
+    over the decade below it (15 sections; the rest of the range only where the optimum sits at that decade's low
+    end); its objective is the continuous first crossing of the closed form, bracketed to 1e-4 of t and
+    interpolated. The outer search evaluates s's low end (hp → 1, where small batches put the optimum) and then 10
+    sections. A 5 × 5 patch of crossings around the optimum follows, then the exact scan of short runs. Beyond
+    2048 coordinates the search runs on a compressed spectrum of 256 coordinates and the patch on one of 448
+    (:mod:`nqm.dynamics.quadrature`), whose best three points are crossed again on the exact loss, growing the
+    bracket a step at a time from the compressed crossing.
     """
 
-    # a long spectrum is searched compressed (a few hundred weighted coordinates); the patch below and the scan
-    # settle on the exact loss
-    search = loss.compressed() if loss.compressible and p.d > _COMPRESS_ABOVE else loss
+    # a long spectrum is searched compressed (a few hundred weighted coordinates), the patch on a finer compression;
+    # its best points and the scan settle on the exact loss
+    compress = loss.compressible and p.d > _COMPRESS_ABOVE
+    search = loss.compressed(**_SEARCH_SIZES) if compress else loss
+    fine = loss.compressed() if compress else loss
+
+    lo, hi = (np.full(b.size, v) for v in loss.search_range())
+    # the best (t, s, ε, ε's upper end) seen by the outer search, per row
+    seen = [np.full(b.size, np.inf), lo.copy(), np.zeros(b.size), np.zeros(b.size)]
 
     def best_lr(s, guess):
         hp = search.hp_of(s)
         eps_hi = search.feasible_lr(hp, target)
-        hi = np.log(eps_hi)
-        z, t = _golden_min(
-            lambda z, g: _first_crossing(search, np.exp(z), hp, target, g)[1],
-            hi - np.log(_LR_DECADES),
-            hi,
-            _GOLDEN_STEPS,
-        )
-        return np.exp(z), t, eps_hi
+        top = np.log(eps_hi)
 
-    lo, hi = (np.full(b.size, v) for v in loss.search_range())
+        def crossing(z, g):
+            return _first_crossing(search, np.exp(z), hp, target, g, rel_tol=_SEARCH_RTOL)[1]
+
+        # the optimum sits within a decade below the feasible edge in every family and problem we know of; where
+        # the search ends at that decade's low end, the rest of the range is searched too
+        z, t = _golden_min(crossing, top - _LR_NEAR, top, _INNER_STEPS, guess)
+        low = z < top - 0.95 * _LR_NEAR
+        if low.any():
+            z_far, t_far = _golden_min(crossing, top - np.log(_LR_DECADES), top - 0.9 * _LR_NEAR, _GOLDEN_STEPS, t)
+            take = low & (t_far < t)
+            z, t = np.where(take, z_far, z), np.where(take, t_far, t)
+        better = t < seen[0]
+        for field, value in zip(seen, (t, s, np.exp(z), eps_hi)):
+            field[better] = value[better]
+        return t
+
     held = bool(np.all(lo == hi))
-    s = lo if held else _golden_min(lambda s, g: best_lr(s, g)[1], lo, hi, _GOLDEN_STEPS)[0]
-    eps, _, eps_hi = best_lr(s, None)
-    # t(ε, hp) is jagged where E[L] still oscillates at the target (heavy ball at large B: the crossing
-    # jumps between troughs); a 5 × 5 patch of crossings around the optimum picks the best nearby. On a compressed
-    # spectrum the patch ranks its points and the best three per batch size are crossed again on the exact loss.
+    best_lr(lo, None)  # the low end itself: at small B the optimum pushes β, γ → 1 (s → lo)
+    if not held:
+        _golden_min(best_lr, lo, hi, _OUTER_STEPS, seen[0])
+    _, s, eps, eps_hi = seen
+    # t(ε, hp) is jagged where E[L] still oscillates at the target (heavy ball's top coordinates ring for ~1/(1 − β)
+    # steps: at large B the crossing jumps between troughs, and at mid B the crossing moves by ~0.4% over a period of
+    # ~1% in ε); a 5 × 5 patch of crossings around the optimum picks the best nearby. On a compressed spectrum the
+    # patch ranks its points and the best three per batch size are crossed again on the exact loss.
     best = (np.full(b.size, np.inf), np.full(b.size, np.inf), eps, s, eps_hi)
     patch = []
-    offsets = np.linspace(-0.03, 0.03, 5)
+    offsets = np.linspace(-_PATCH_WIDTH, _PATCH_WIDTH, _PATCH_POINTS)
     for ds in offsets:
         s_c = np.clip(s + ds, lo, hi)
-        hp_c = search.hp_of(s_c)
-        cap = search.feasible_lr(hp_c, target)
+        hp_c = fine.hp_of(s_c)
+        cap = fine.feasible_lr(hp_c, target)
         for dz in offsets:
             eps_c = np.minimum(eps * np.exp(dz), cap)
-            point = (*_first_crossing(search, eps_c, hp_c, target, best[1]), eps_c, s_c, cap)
+            # compressed, only the continuous crossing ranks the patch; else the integer crossing is final
+            tol = _SEARCH_RTOL if fine is not loss else 0.0
+            point = (*_first_crossing(fine, eps_c, hp_c, target, best[1], rel_tol=tol), eps_c, s_c, cap)
             patch.append(point)
             best = _better(point, best)
-    if search is not loss:
+    if fine is not loss:
         patch = [np.stack(field) for field in zip(*patch)]  # (25, n) per field
         rows = np.arange(b.size)
         best = (np.full(b.size, np.inf), np.full(b.size, np.inf), eps, s, eps_hi)
-        for rank in np.lexsort((patch[1], patch[0]), axis=0)[:3]:
-            eps_c, s_c = patch[2][rank, rows], patch[3][rank, rows]
+        for rank in np.argsort(patch[1], axis=0)[:3]:
+            eps_c, s_c, cap = (patch[i][rank, rows] for i in (2, 3, 4))
             hp_c = loss.hp_of(s_c)
-            cap = loss.feasible_lr(hp_c, target)
-            eps_c = np.minimum(eps_c, cap)
-            best = _better((*_first_crossing(loss, eps_c, hp_c, target, best[1]), eps_c, s_c, cap), best)
+            # the compressed stationary loss is not the exact one: where the exact one is not below the target,
+            # ε is capped at the exact loss's feasible step
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                infeasible = ~(loss.stationary(eps_c, hp_c) < target)
+            if infeasible.any():
+                cap = np.where(infeasible, loss.feasible_lr(hp_c, target), cap)
+                eps_c = np.minimum(eps_c, cap)
+            # the compressed crossing is within a few hundredths of a step of the exact one on smooth runs: the
+            # bracket is grown from it a step at a time
+            guess = patch[1][rank, rows]
+            point = _first_crossing(loss, eps_c, hp_c, target, guess, stride=1e-9)
+            best = _better((*point, eps_c, s_c, cap), best)
     steps, cont, eps, s, eps_hi = best
     hp = loss.hp_of(s)
     # The bracketing search finds a crossing. Short runs (steps·d ≤ 2^25, e.g. heavy ball at large B, where
@@ -846,15 +901,16 @@ def _check_decay_choice(weight_decay, decoupled, family):
     return decay
 
 
-def _golden_min(objective, lo, hi, iterations: int):
+def _golden_min(objective, lo, hi, iterations: int, guess=None):
     """Vectorised golden-section search: per row, the z in [lo, hi] minimising ``objective(z, guess)``.
 
-    ``guess`` is the best value so far (objectives that solve for a step count use it as a warm start).
-    Returns (z, value) at the best point seen. Assumes a unimodal objective on the interval.
+    ``guess`` is the best value so far (objectives that solve for a step count use it as a warm start; the first
+    evaluation gets the caller's). Returns (z, value) at the best point seen. Assumes a unimodal objective on the
+    interval.
     """
     g = (np.sqrt(5) - 1) / 2
     a, c = hi - g * (hi - lo), lo + g * (hi - lo)
-    fa = objective(a, None)
+    fa = objective(a, guess)
     fc = objective(c, fa)
     for _ in range(iterations):
         left = fa < fc
@@ -897,13 +953,15 @@ def optimal_steps_to_target(
     at which some coordinate grows from the start, may be faster (check with :func:`~nqm.dynamics.steps_to_target`).
 
     ``family="heavy_ball"``, ``"nesterov"`` and ``"ema"`` also tune h = β or γ in [10⁻⁶, 1 − 10⁻⁴]: golden
-    sections on log(1 − h) around golden sections on log ε (ε up to the largest stable step whose stationary
-    loss is below the target), each point's steps the first crossing of the closed form (:mod:`nqm.dynamics.moments`;
-    Nesterov's through its two-state transition), then the best of a 5 × 5 patch of nearby points (t(ε, β)
-    is jagged at large B, where E[L] still oscillates at the target). Beyond 2048 coordinates these searches run on
-    a compressed spectrum (``nqm.dynamics.quadrature``, 448 weighted coordinates whose crossings agree with the
-    exact ones to a few hundredths of a step on smooth runs) and the best three points of the patch are crossed
-    again on the exact loss. Short runs (steps·d ≤ 2²⁵) are
+    sections on log(1 − h) (after h's high end itself) around golden sections on log ε (over the decade below the
+    largest stable step whose stationary loss is below the target, and further down where the optimum is not in
+    it), each point's steps the first crossing of the closed form (:mod:`nqm.dynamics.moments`; Nesterov's through
+    its two-state transition), then the best of a 5 × 5 patch of nearby points. t(ε, β) is jagged where E[L] still
+    oscillates at the target (large B, and at mid B by ~0.4% of t over ~1% of ε), so the tuned steps are the best
+    of the points searched, not a certified minimum. Beyond 2048 coordinates these searches run on compressed
+    spectra (``nqm.dynamics.quadrature``: 256 weighted coordinates for the search, 448 for the patch, whose
+    crossings agree with the exact ones to a few hundredths of a step on smooth runs) and the best three points of
+    the patch are crossed again on the exact loss. Short runs (steps·d ≤ 2²⁵) are
     checked at every step, so their steps are exact first hits; ``interior`` is False where ε or h sits at
     an end of its range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed).
 
