@@ -805,9 +805,10 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
         _golden_min(best_lr, lo, hi, _OUTER_STEPS, seen[0])
     _, s, eps, eps_hi = seen
     # t(ε, hp) is jagged where E[L] still oscillates at the target (heavy ball's top coordinates ring for ~1/(1 − β)
-    # steps: at large B the crossing jumps between troughs, and at mid B the crossing moves by ~0.4% over a period of
-    # ~1% in ε); a 5 × 5 patch of crossings around the optimum picks the best nearby. On a compressed spectrum the
-    # patch ranks its points and the best three per batch size are crossed again on the exact loss.
+    # steps: at large B the crossing jumps between troughs; on Zhang's problem binned at B = 64 the loss at the
+    # crossing oscillates by 0.2% of the target over 1.4% of ε, which moves the crossing by up to 0.4%); a 5 × 5 patch
+    # of crossings around the optimum picks the best nearby. On a compressed spectrum the patch ranks its points and
+    # the best three per batch size are crossed again on the exact loss.
     best = (np.full(b.size, np.inf), np.full(b.size, np.inf), eps, s, eps_hi)
     patch = []
     offsets = np.linspace(-_PATCH_WIDTH, _PATCH_WIDTH, _PATCH_POINTS)
@@ -957,13 +958,13 @@ def optimal_steps_to_target(
     largest stable step whose stationary loss is below the target, and further down where the optimum is not in
     it), each point's steps the first crossing of the closed form (:mod:`nqm.dynamics.moments`; Nesterov's through
     its two-state transition), then the best of a 5 × 5 patch of nearby points. t(ε, β) is jagged where E[L] still
-    oscillates at the target (large B, and at mid B by ~0.4% of t over ~1% of ε), so the tuned steps are the best
-    of the points searched, not a certified minimum. Beyond 2048 coordinates these searches run on compressed
-    spectra (``nqm.dynamics.quadrature``: 256 weighted coordinates for the search, 448 for the patch, whose
-    crossings agree with the exact ones to a few hundredths of a step on smooth runs) and the best three points of
-    the patch are crossed again on the exact loss. Short runs (steps·d ≤ 2²⁵) are
-    checked at every step, so their steps are exact first hits; ``interior`` is False where ε or h sits at
-    an end of its range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed).
+    oscillates at the target (at large B, and for heavy ball at mid B too: by up to 0.4% of t over 1.4% of ε on
+    Zhang's problem at B = 64), so the tuned steps are the best of the points searched, not a certified minimum.
+    Beyond 2048 coordinates these searches run on compressed spectra (``nqm.dynamics.quadrature``: 256 weighted
+    coordinates for the search, 448 for the patch, whose crossings agree with the exact ones to a few hundredths of
+    a step on smooth runs) and the best three points of the patch are crossed again on the exact loss. Short runs
+    (steps·d ≤ 2²⁵) are checked at every step, so their steps are exact first hits; ``interior`` is False where ε or
+    h sits at an end of its range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed).
 
     ``weight_decay``: for SGD, λ held at a number or ``"tune"``d on log λ over [10⁻³·h_min, h_max], coupled or
     ``decoupled`` (:mod:`nqm.optim`); for heavy ball, λ held or tuned the same way (coupled or decoupled) with ε
