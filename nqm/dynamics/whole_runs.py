@@ -649,10 +649,9 @@ def _first_crossing(
     narrowed by interpolating y = log(L − L∞) linearly in k (exact for one exponential rate, so typically a step
     or two), with a bisection step whenever an interpolation fails to halve the bracket, down to one step, or to
     ``rel_tol`` of k where that is more (a search that needs only the continuous estimate; the integer returned
-    is then the bracket's upper end). This finds a crossing of
-    the target; it is the first one when E[L_k] decreases up to it (heavy ball's oscillations decay as β^k
-    and are past by then in tuned runs; ``steps_to_target`` is exact in every case and checks this in the
-    tests).
+    is then the bracket's upper end). This finds a crossing of the target; it is the first one when E[L_k]
+    decreases up to it (heavy ball's oscillations decay as β^k and are past by then in tuned runs;
+    ``steps_to_target`` is exact in every case and checks this in the tests).
     """
     n = eps.size
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -812,14 +811,14 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
     best = (np.full(b.size, np.inf), np.full(b.size, np.inf), eps, s, eps_hi)
     patch = []
     offsets = np.linspace(-_PATCH_WIDTH, _PATCH_WIDTH, _PATCH_POINTS)
+    # compressed, only the continuous crossing ranks the patch; else the integer crossing is final
+    tol = _SEARCH_RTOL if fine is not loss else 0.0
     for ds in offsets:
         s_c = np.clip(s + ds, lo, hi)
         hp_c = fine.hp_of(s_c)
         cap = fine.feasible_lr(hp_c, target)
         for dz in offsets:
             eps_c = np.minimum(eps * np.exp(dz), cap)
-            # compressed, only the continuous crossing ranks the patch; else the integer crossing is final
-            tol = _SEARCH_RTOL if fine is not loss else 0.0
             point = (*_first_crossing(fine, eps_c, hp_c, target, best[1], rel_tol=tol), eps_c, s_c, cap)
             patch.append(point)
             best = _better(point, best)
