@@ -249,3 +249,26 @@ def test_heavy_ball_lower_bound_holds_at_every_step_and_is_tight_on_one_step(bet
         assert np.all(bound <= values[first : last + 1].min(axis=0) * (1 + 1e-9) + 1e-300)
     for t in (0, 5, 123, 2999):
         np.testing.assert_allclose(moments.lower_bound(t, t), moments.at(t), rtol=1e-8)
+
+
+def test_heavy_ball_one_step_per_row_is_the_general_path():
+    """``HeavyBallMoments.at`` with one t per row (the solvers' case, which gathers each side's constants once)
+    gives bit for bit what the general broadcasting path gives: rows of over-, under-, critically and nearly
+    critically damped coordinates (the near-critical forms fire), t = 0, t ≤ 8 and long runs, q = 0 entries."""
+    from nqm.dynamics.heavy_ball import HeavyBallMoments
+
+    rng = np.random.default_rng(7)
+    beta = np.array([0.3, 0.9, 0.999, 1 - 1e-6, 0.99, 0.5])[:, None]
+    critical = ((1 - beta) / (1 + np.sqrt(beta))) ** 2
+    lam = np.concatenate(
+        [np.geomspace(1e-7, 1.0, 30) * np.ones_like(beta), critical * np.array([1.0, 1 + 1e-9, 1 - 1e-7])], axis=1
+    )
+    lam[4] = rng.permutation(lam[4])  # the sides interleave within a row
+    q = rng.uniform(0, 1e-3, lam.shape)
+    q[:, ::7] = 0.0
+    v0 = rng.uniform(0.1, 2, lam.shape[1])
+    moments = HeavyBallMoments(lam, q, v0, beta)
+    t = np.array([0.0, 3.0, 8.0, 150.0, 4321.0, 2.0e6])[:, None]
+    general = HeavyBallMoments(lam, q, v0, beta).at(np.broadcast_to(t, lam.shape))
+    np.testing.assert_array_equal(moments.at(t), general)
+    assert np.all(np.isfinite(general)) and np.all(general[0] == v0)

@@ -99,7 +99,7 @@ class HeavyBallMoments:
         kappa = (1 - beta - lam) / (2 * sign * rho)
         c = np.log(beta)
         self.over = disc > 0
-        self._cached_sides = None
+        self._cached_sides = self._cached_row_sides = None
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             root = np.sqrt(np.abs(disc))
             psi = np.arcsinh(root / (2 * rho))  # overdamped
@@ -133,9 +133,42 @@ class HeavyBallMoments:
 
     def at(self, t):
         """E[x_t²] at integer ``t`` broadcasting against the coordinates' shape."""
+        t = np.asarray(t, dtype=np.float64)
+        if len(self.shape) > 1 and t.shape == self.shape[:-1] + (1,):
+            return self._at_one_step_per_row(t)
         w_sq, noise = self.parts(t)
         q = np.broadcast_to(self.q, w_sq.shape)
         return np.broadcast_to(self.v0, w_sq.shape) * w_sq + np.where(q == 0, 0.0, q * noise)
+
+    def _at_one_step_per_row(self, t):
+        """:meth:`at` for one ``t`` per row (the solvers' case), with the same arithmetic: each side's steps,
+        initial variances and noise variances are gathered once per object, so a call gathers only ``t``."""
+        out = np.empty(self.v0.size if self.v0.shape == self.shape else int(np.prod(self.shape)))
+        t_rows = t.ravel()
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            for columns, rows, evaluate, row_of, v0, q, near_critical in self._row_sides():
+                tt = t_rows[row_of][None, :]
+                noise, bad, w_sq = evaluate(tt, rows)
+                bad &= tt > 0
+                if bad.any():
+                    noise[bad] = _near_critical_noise_sum(tt[bad], *near_critical[:, bad[0]])
+                noise = np.where(tt == 0, 0.0, noise)[0]
+                out[columns] = v0 * w_sq[0] + np.where(q == 0, 0.0, q * noise)
+        return out.reshape(self.shape)
+
+    def _row_sides(self):
+        """:meth:`_sides` for the coordinates' own shape, each with its columns' row, V₀, q and near-critical
+        constants (cached)."""
+        if self._cached_row_sides is None:
+            width = self.shape[-1]
+            v0, q = (np.broadcast_to(x, self.shape).ravel() for x in (self.v0, self.q))
+            near_critical = _per_coordinate(self.near_critical, self.shape)
+            self._cached_row_sides = [
+                (columns, rows, evaluate, np.arange(v0.size)[columns] // width, v0[columns], q[columns],
+                 near_critical[:, columns])
+                for columns, rows, evaluate in self._sides(self.shape)
+            ]  # fmt: skip
+        return self._cached_row_sides
 
     def parts(self, t):
         """(W_t², S_t) at integer ``t`` broadcasting against the coordinates' shape: E[x_t²] = V₀W_t² + qS_t."""
@@ -265,9 +298,8 @@ def _underdamped(t, table):
     bad = ~(s_inf + e * (squares + np.abs(cross)) <= _MAX_CONDITION * noise)
     w_sq = e * (cos_t + kappa_r * s0) ** 2
     if bad.any():
-        c, g_re, g_im, g_mid, prefactor, critical = (
-            np.broadcast_to(x, t.shape)[bad] for x in (c, g_re, g_im, g_mid, prefactor, critical)
-        )
+        c, g_re, g_im, g_mid, prefactor = np.broadcast_to(table[[1, 8, 9, 10, 11]], (5, *t.shape))[:, bad]
+        critical = np.broadcast_to(critical, t.shape)[bad]
         em, e, s0, cos_t = np.expm1(t[bad] * c), e[bad], s0[bad], cos_t[bad]
         z_re, z_im = em * (1 - 2 * s0 * s0) - 2 * s0 * s0, e * 2 * s0 * cos_t
         g_plus = (z_re * g_re - z_im * g_im) + 1j * (z_re * g_im + z_im * g_re)
