@@ -315,6 +315,29 @@ def test_a_loose_crossing_brackets_the_exact_one(family):
     np.testing.assert_array_equal(near_steps, steps)
 
 
+@pytest.mark.parametrize("max_narrowing", [0, 2, 4])
+def test_a_capped_crossing_stops_only_within_one_percent_or_one_step(max_narrowing):
+    """The searches stop narrowing a crossing after ``max_narrowing`` probes where its bracket is within 1% of t:
+    the integer returned (the bracket's upper end) is at or after the exact first crossing and within 1% of it,
+    and the continuous estimate is within the bracket. Runs shorter than 100 steps are narrowed to one step, so
+    their integer is exact."""
+    from nqm.dynamics.whole_runs import _first_crossing, _TunedLoss
+
+    p = nqm.NoisyQuadratic.zhang2019(60)
+    b = np.array([1.0, 2.0, 4.0, 8.0, 4096.0, 4096.0])
+    loss = _TunedLoss(p, b, 1.0, None, "heavy_ball")
+    hp = np.array([0.999, 0.99, 0.9, 0.5, 0.9, 0.5])
+    target = np.array([0.02, 0.02, 0.02, 0.02, 1.0, 1.0])  # the last two: runs of a few dozen steps
+    eps = np.array([0.003, 0.01, 0.03, 0.1, 0.5, 0.5]) * loss.feasible_lr(hp, target)
+    steps, cont = _first_crossing(loss, eps, hp, target)
+    capped, capped_cont = _first_crossing(loss, eps, hp, target, rel_tol=1e-4, max_narrowing=max_narrowing)
+    short = steps < 100
+    assert short.sum() == 2 and np.all(steps[~short] > 4000)
+    np.testing.assert_array_equal(capped[short], steps[short])
+    assert np.all(capped >= steps) and np.all(capped <= steps * 1.01 + 1)
+    assert np.all(np.abs(capped_cont - cont) <= 0.01 * steps + 1)
+
+
 def test_the_initial_loss_needs_no_closed_form():
     """E[L_0] = ½Σh·V₀ for every tuned loss (heavy ball, its compressed spectrum, SGD and heavy ball with weight decay
     pulling towards θ* ≠ 0, coupled and decoupled): what the crossing search takes for t = 0."""

@@ -641,15 +641,26 @@ class PulledMoments:
 
 
 def _first_crossing(
-    loss: _TunedLoss, eps, hp, target, guess=None, max_steps=2.0**50, stride: float = 0.02, rel_tol: float = 0.0
+    loss: _TunedLoss,
+    eps,
+    hp,
+    target,
+    guess=None,
+    max_steps=2.0**50,
+    stride: float = 0.02,
+    rel_tol: float = 0.0,
+    max_narrowing: int | None = None,
 ):
     """(first integer k, continuous estimate) with E[L_k] ≤ target, per row; inf where never.
 
     A bracket [lo, hi] with L(lo) > target ≥ L(hi) is grown from ``guess`` (by ``stride``·guess, doubling) and then
     narrowed by interpolating y = log(L − L∞) linearly in k (exact for one exponential rate, so typically a step
-    or two), with a bisection step whenever an interpolation fails to halve the bracket, down to one step, or to
-    ``rel_tol`` of k where that is more (a search that needs only the continuous estimate; the integer returned
-    is then the bracket's upper end). This finds a crossing of the target; it is the first one when E[L_k]
+    or two), every third probe a bisection, down to one step, or to ``rel_tol`` of k where that is more (a search
+    that needs only the continuous estimate; the integer returned is then the bracket's upper end). A search may
+    also stop after ``max_narrowing`` narrowing probes wherever the bracket is within 1% of k (or one step): the
+    rows still wider than ``rel_tol`` (the vectorised loop would otherwise wait for its slowest row) get the
+    interpolation within their bracket as their estimate.
+    This finds a crossing of the target; it is the first one when E[L_k]
     decreases up to it (heavy ball's oscillations decay as β^k and are past by then in tuned runs;
     ``steps_to_target`` is exact in every case and checks this in the tests).
     """
@@ -714,7 +725,9 @@ def _first_crossing(
     # third probe bisects, which bounds the worst case.
     moved_hi = np.zeros(n, dtype=bool)
     for i in range(10**4):
-        narrowing = active & (hi - lo > np.maximum(1.0, rel_tol * hi))
+        # past max_narrowing probes, only brackets wider than 1% of k (or than one step, below 100) are narrowed
+        tol = rel_tol if max_narrowing is None or i < max_narrowing else _LOOSE_RTOL
+        narrowing = active & (hi - lo > np.maximum(1.0, tol * hi))
         if not narrowing.any():
             break
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -749,6 +762,10 @@ _SEARCH_SIZES = dict(exact=64, bins=32, nodes=3)
 _PATCH_WIDTH = 0.03
 _PATCH_POINTS = 5
 _SEARCH_RTOL = 1e-4  # the searches narrow crossings to 1e-4 of t (one step where that is less) and interpolate
+# ... with at most 4 narrowing probes: most rows need 2–4, and the loop would otherwise run as long as its slowest
+# row (7 probes on average over the bench's 20 batch sizes)
+_SEARCH_NARROWING = 4
+_LOOSE_RTOL = 1e-2  # ... past which the interpolation within a bracket of 1% of t is the estimate
 _SCAN_BUDGET = 1 << 25  # final runs of at most this many coordinate-steps are checked step by step
 _COMPRESS_ABOVE = 2048  # coordinates beyond which the (ε, hp) search runs on a compressed spectrum
 
@@ -783,7 +800,9 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
         top = np.log(eps_hi)
 
         def crossing(z, g):
-            return _first_crossing(search, np.exp(z), hp, target, g, rel_tol=_SEARCH_RTOL)[1]
+            return _first_crossing(
+                search, np.exp(z), hp, target, g, rel_tol=_SEARCH_RTOL, max_narrowing=_SEARCH_NARROWING
+            )[1]
 
         # the optimum sits within a decade below the feasible edge in every family and problem we know of; where
         # the search ends at that decade's low end, the rest of the range is searched too
