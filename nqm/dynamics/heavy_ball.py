@@ -100,36 +100,63 @@ class HeavyBallMoments:
         c = np.log(beta)
         self.over = disc > 0
         self._cached_sides = self._cached_row_sides = None
+        # each side's constants are computed and kept for its own coordinates only (columns of the flattened
+        # shape): half the transcendental functions and a third of the memory of full tables for both sides
+        over = self.over.ravel()
+        self._columns = (_columns(over), _columns(~over))
+        psi_sq = np.empty(over.size)
+        self._tables = [None, None]
+        flat = [np.ravel(x) for x in (disc, rho, beta, a, sign, s_inf, c_inf, kappa, c)]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            root = np.sqrt(np.abs(disc))
-            psi = np.arcsinh(root / (2 * rho))  # overdamped
-            phi = np.arctan2(root, np.abs(a))  # underdamped (ψ = iφ)
-            psi_sq = np.where(self.over, psi * psi, -phi * phi)
-            # the near-critical forms need only (c, ψ², σ)
-            self.near_critical = np.stack([c, psi_sq, sign])
-            # overdamped, forward: G(u) = expm1(tu)·e^u/expm1(u) at u = c + h, c, c − h (h = 2ψ); backward, with
-            # A_n = 1 − e^{−nh}, D = 1 − e^{−h}, E = |r₁|^{2t} = e^{t(c + h)}: ρ^{2t}R_{t+1}² = E·A_{t+1}²/D²,
-            # βρ^{2t}R_t² = E·βe^{−h}A_t²/D², ρ^{2t+1}R_{t+1}R_t = E·ρe^{−ψ}A_{t+1}A_t/D²;
-            # W_t² = E·(1 − A_t/2 + κe^{−ψ}A_t/D)²
-            h = 2 * psi
-            d = -np.expm1(-h)
-            self.overdamped = np.stack(
-                [h, c, *(np.exp(x) / np.expm1(x) for x in (c + h, c, c - h)), np.exp(-c) / (4 * np.sinh(psi) ** 2)]
-                + [s_inf, s_inf / d**2, s_inf * beta * np.exp(-h) / d**2, 2 * sign * rho * np.exp(-psi) * c_inf / d**2]
-                + [kappa * np.exp(-psi) / d, d, np.exp(-h)]
-            )
-            # underdamped and critical, backward: R_n = sin(nφ)/sin φ (n when φ = 0); W_t = ρ^t(cos tφ + κR_t)
-            # (κ/sin φ kept);
-            # forward as above with h = 2iφ, where G(c + h) + G(c − h) = 2 Re G(c + 2iφ)
-            critical = disc == 0
-            sin_phi = root / (2 * rho)
-            s2 = np.where(critical, 1.0, sin_phi**2)
-            g_plus = np.exp(c + 2j * phi) / np.expm1(c + 2j * phi)
-            self.underdamped = np.stack(
-                [phi, c, s_inf, s_inf / s2, beta * s_inf / s2, 2 * sign * rho * c_inf / s2]
-                + [kappa * np.where(critical, 1.0, 1.0 / sin_phi), critical, g_plus.real, g_plus.imag]
-                + [np.exp(c) / np.expm1(c), -np.exp(-c) / (4 * sin_phi**2), np.cos(phi), np.sin(phi)]
-            )
+            if self._columns[0] is not None:
+                disc_o, rho_o, beta_o, _, sign_o, s_inf_o, c_inf_o, kappa_o, c_o = (x[self._columns[0]] for x in flat)
+                psi = np.arcsinh(np.sqrt(disc_o) / (2 * rho_o))
+                psi_sq[self._columns[0]] = psi * psi
+                # forward: G(u) = expm1(tu)·e^u/expm1(u) at u = c + h, c, c − h (h = 2ψ); backward, with
+                # A_n = 1 − e^{−nh}, D = 1 − e^{−h}, E = |r₁|^{2t} = e^{t(c + h)}: ρ^{2t}R_{t+1}² = E·A_{t+1}²/D²,
+                # βρ^{2t}R_t² = E·βe^{−h}A_t²/D², ρ^{2t+1}R_{t+1}R_t = E·ρe^{−ψ}A_{t+1}A_t/D²;
+                # W_t² = E·(1 − A_t/2 + κe^{−ψ}A_t/D)²
+                h = 2 * psi
+                d, e_h, e_psi = -np.expm1(-h), np.exp(-h), np.exp(-psi)
+                self._tables[0] = np.stack(
+                    [h, c_o, *(np.exp(x) / np.expm1(x) for x in (c_o + h, c_o, c_o - h))]
+                    + [np.exp(-c_o) / (4 * np.sinh(psi) ** 2), s_inf_o, s_inf_o / d**2, s_inf_o * beta_o * e_h / d**2]
+                    + [2 * sign_o * rho_o * e_psi * c_inf_o / d**2, kappa_o * e_psi / d, d, e_h]
+                )
+            if self._columns[1] is not None:
+                disc_u, rho_u, beta_u, a_u, sign_u, s_inf_u, c_inf_u, kappa_u, c_u = (x[self._columns[1]] for x in flat)
+                root = np.sqrt(-disc_u)
+                phi = np.arctan2(root, np.abs(a_u))  # ψ = iφ
+                psi_sq[self._columns[1]] = -phi * phi
+                # underdamped and critical, backward: R_n = sin(nφ)/sin φ (n when φ = 0); W_t = ρ^t(cos tφ + κR_t)
+                # (κ/sin φ kept); forward as above with h = 2iφ, where G(c + h) + G(c − h) = 2 Re G(c + 2iφ)
+                critical = disc_u == 0
+                sin_phi = root / (2 * rho_u)
+                s2 = np.where(critical, 1.0, sin_phi**2)
+                g_plus = np.exp(c_u + 2j * phi) / np.expm1(c_u + 2j * phi)
+                self._tables[1] = np.stack(
+                    [phi, c_u, s_inf_u, s_inf_u / s2, beta_u * s_inf_u / s2, 2 * sign_u * rho_u * c_inf_u / s2]
+                    + [kappa_u * np.where(critical, 1.0, 1.0 / sin_phi), critical, g_plus.real, g_plus.imag]
+                    + [np.exp(c_u) / np.expm1(c_u), -np.exp(-c_u) / (4 * sin_phi**2), np.cos(phi), np.sin(phi)]
+                )
+        # the near-critical forms need only (c, ψ², σ)
+        self.near_critical = np.stack([c, psi_sq.reshape(self.shape), sign])
+
+    @property
+    def overdamped(self):
+        """The overdamped constants as a (13, *shape) table (NaN at underdamped coordinates)."""
+        return self._full_table(0, 13)
+
+    @property
+    def underdamped(self):
+        """The underdamped constants as a (14, *shape) table (NaN at overdamped coordinates)."""
+        return self._full_table(1, 14)
+
+    def _full_table(self, side: int, rows: int):
+        table = np.full((rows, int(np.prod(self.shape))), np.nan)
+        if self._columns[side] is not None:
+            table[:, self._columns[side]] = self._tables[side]
+        return table.reshape((rows, *self.shape))
 
     def at(self, t):
         """E[x_t²] at integer ``t`` broadcasting against the coordinates' shape."""
@@ -226,7 +253,13 @@ class HeavyBallMoments:
     def _sides(self, coordinates):
         """[(columns, their constants (k, 1, n), evaluator)] for the over- and the underdamped coordinates of
         the flattened ``coordinates`` (cached for the coordinates' own shape, the solvers' case)."""
-        if coordinates == self.shape and self._cached_sides is not None:
+        if coordinates == self.shape:
+            if self._cached_sides is None:
+                self._cached_sides = [
+                    (columns, table[:, None, :], evaluate)
+                    for columns, table, evaluate in zip(self._columns, self._tables, (_overdamped, _underdamped))
+                    if columns is not None
+                ]
             return self._cached_sides
         sides = []
         for side, table, evaluate in (
@@ -238,8 +271,6 @@ class HeavyBallMoments:
                 sides.append(
                     (columns, np.ascontiguousarray(_per_coordinate(table, coordinates)[:, None, columns]), evaluate)
                 )
-        if coordinates == self.shape:
-            self._cached_sides = sides
         return sides
 
 
