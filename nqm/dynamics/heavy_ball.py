@@ -105,7 +105,7 @@ class HeavyBallMoments:
         over = self.over.ravel()
         self._columns = (_columns(over), _columns(~over))
         psi_sq = np.empty(over.size)
-        self._tables = [None, None]
+        self._tables, self._full = [None, None], [None, None]
         flat = [np.ravel(x) for x in (disc, rho, beta, a, sign, s_inf, c_inf, kappa, c)]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             if self._columns[0] is not None:
@@ -153,10 +153,12 @@ class HeavyBallMoments:
         return self._full_table(1, 14)
 
     def _full_table(self, side: int, rows: int):
-        table = np.full((rows, int(np.prod(self.shape))), np.nan)
-        if self._columns[side] is not None:
-            table[:, self._columns[side]] = self._tables[side]
-        return table.reshape((rows, *self.shape))
+        if self._full[side] is None:
+            table = np.full((rows, int(np.prod(self.shape))), np.nan)
+            if self._columns[side] is not None:
+                table[:, self._columns[side]] = self._tables[side]
+            self._full[side] = table.reshape((rows, *self.shape))
+        return self._full[side]
 
     def at(self, t):
         """E[x_t²] at integer ``t`` broadcasting against the coordinates' shape."""
