@@ -272,3 +272,30 @@ def test_heavy_ball_one_step_per_row_is_the_general_path():
     general = HeavyBallMoments(lam, q, v0, beta).at(np.broadcast_to(t, lam.shape))
     np.testing.assert_array_equal(moments.at(t), general)
     assert np.all(np.isfinite(general)) and np.all(general[0] == v0)
+
+
+def test_two_state_moments_by_form_are_the_general_path():
+    """``TwoStateMoments.at`` forms each coordinate's ``P_n`` by its own form (real roots with 0 < r and r < 0, a
+    double root, a complex pair) where t does not broadcast into the coordinates; it gives bit for bit what the
+    general path (every form everywhere, then a selection) gives, with one t per row and with steps × coordinates.
+    Nesterov's transitions over a range of β and λ, with a nilpotent step (λ = 1) and t = 0."""
+    from nqm.optim import Nesterov
+
+    rng = np.random.default_rng(3)
+    beta = np.concatenate([1 - np.geomspace(1e-6, 0.99, 7), [0.5]])[:, None]
+    lam = np.concatenate([np.geomspace(1e-9, 1.3, 40), [1.0]]) * np.ones_like(beta)
+    f, g = Nesterov(1.0, beta).transition(lam)
+    u = g * rng.uniform(0, 1, lam.shape)[..., None]
+    v0 = rng.uniform(0.1, 2, lam.shape[1])
+    forms = {form for _, form, _ in TwoStateMoments(f, u, v0, Nesterov.initial)._kinds()}
+    assert forms == {"pos", "neg", "double", "complex"}  # every form is exercised
+    t = np.array([0.0, 1.0, 2.0, 7.0, 300.0, 4.0e6, 5.0, 0.0])[:, None]  # one per row
+    moments = TwoStateMoments(f, u, v0, Nesterov.initial)
+    per_row = moments.at(t)
+    assert moments._cached_kinds is not None  # the by-form path was taken
+    # a leading axis of one, against which t's own leading axis broadcasts: the general path
+    general = TwoStateMoments(f[None], u[None], v0, Nesterov.initial).at(np.stack([t, t]))[0]
+    np.testing.assert_array_equal(per_row, general)
+    steps = TwoStateMoments(f[3], u[3], v0, Nesterov.initial).at(t[:, None])
+    np.testing.assert_array_equal(steps, TwoStateMoments(f[3][None], u[3][None], v0, Nesterov.initial).at(t[:, None]))
+    assert np.all(np.isfinite(steps)) and np.all(steps[0] == v0)

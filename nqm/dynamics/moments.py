@@ -135,6 +135,8 @@ class TwoStateMoments:
             self.double = disc == 0
             self.log_abs_half_tau = np.log(np.abs(0.5 * tau))
             self.neg_tau = tau < 0
+        self.shape = np.broadcast_shapes(*(np.shape(x) for x in (self.x_inf, self.v00, *self.dev, tau)))
+        self._cached_kinds = None
 
     def _p(self, n):
         """P_n for integer n ≥ 0 (array broadcasting against the coordinates)."""
@@ -159,13 +161,78 @@ class TwoStateMoments:
         return np.where(t == 0, 1.0, p_t * self.f00 - self.delta * p_prev), np.where(t == 0, 0.0, p_t * self.f01)
 
     def at(self, t):
-        """E[x_t²] at integer ``t`` broadcasting against the coordinates' shape."""
+        """E[x_t²] at integer ``t`` broadcasting against the coordinates' shape.
+
+        Where t broadcasts against the coordinates without adding to them (one t per row, or steps × the
+        coordinates: the solvers' cases), each coordinate's ``P_n`` is formed by its own form only (real roots
+        with 0 < r or r < 0, a double root, a complex pair), with the same arithmetic; otherwise all forms are
+        evaluated everywhere and selected."""
         t = np.asarray(t, dtype=np.float64)
+        shape = np.broadcast_shapes(t.shape, self.shape)
+        if shape[len(shape) - len(self.shape) :] == self.shape:
+            return self._at_by_form(t, shape)
         r0, r1 = self.row(t)
         dx, dc, dy = self.dev
         with np.errstate(over="ignore", invalid="ignore"):
             out = self.x_inf + r0 * r0 * dx + 2 * r0 * r1 * dc + r1 * r1 * dy
         return np.where(t == 0, self.v00, out)
+
+    def _at_by_form(self, t, shape):
+        width = int(np.prod(self.shape))
+        tt = np.broadcast_to(t, shape).reshape(-1, width)
+        out = np.empty(tt.shape)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            for columns, form, const in self._kinds():
+                n = tt[:, columns]
+                p_t, p_prev = (_p_by_form(form, k, const) for k in (n, np.maximum(n - 1, 0)))
+                f00, f01, delta, x_inf, dx, dc, dy, v00 = const[-8:]
+                r0 = np.where(n == 0, 1.0, p_t * f00 - delta * p_prev)
+                r1 = np.where(n == 0, 0.0, p_t * f01)
+                value = x_inf + r0 * r0 * dx + 2 * r0 * r1 * dc + r1 * r1 * dy
+                out[:, columns] = np.where(n == 0, v00, value)
+        return out.reshape(shape)
+
+    def _kinds(self):
+        """[(columns, form, their constants)] per form of ``P_n`` among the flattened coordinates (cached)."""
+        if self._cached_kinds is None:
+            flat = [np.broadcast_to(x, self.shape).ravel() for x in _form_constants(self)]
+            real, pos_r, double = (np.broadcast_to(x, self.shape).ravel() for x in (self.real, self.pos_r, self.double))
+            masks = {"pos": real & pos_r, "neg": real & ~pos_r, "double": ~real & double, "complex": ~real & ~double}
+            self._cached_kinds = [
+                (columns, form, [x[columns] for x in flat])
+                for form, mask in masks.items()
+                if (columns := np.flatnonzero(mask)).size
+            ]
+        return self._cached_kinds
+
+
+def _form_constants(m):
+    """The per-coordinate constants :func:`_p_by_form` and the per-row path read, in their order."""
+    return (
+        m.log_abs_mu1, m.neg_mu1, m.log_r, m.inv_expm1, m.r, m.log_m, m.phi, m.sin_phi, m.log_abs_half_tau, m.neg_tau,
+        m.f00, m.f01, m.delta, m.x_inf, *m.dev, m.v00,
+    )  # fmt: skip
+
+
+def _p_by_form(form: str, n, const):
+    """``P_n`` (:meth:`TwoStateMoments._p`) for coordinates that share one form, with its arithmetic."""
+    log_abs_mu1, neg_mu1, log_r, inv_expm1, r, log_m, phi, sin_phi, log_abs_half_tau, neg_tau = const[:10]
+    k = n - 1
+    if form == "complex":
+        out = _power(log_m, k) * np.sin(n * phi) / sin_phi
+    else:
+        parity = np.where(np.mod(n - 1, 2) == 1, -1.0, 1.0)
+        if form == "double":
+            out = n * _power(log_abs_half_tau, k) * np.where(neg_tau, parity, 1.0)
+        else:
+            lead = _power(log_abs_mu1, k) * np.where(neg_mu1, parity, 1.0)
+            if form == "pos":
+                ratio = np.where(log_r == 0, n, np.expm1(n * log_r) * inv_expm1)
+            else:
+                r_n = np.where(np.mod(n, 2) == 1, -1.0, 1.0) * np.exp(n * np.log(np.abs(r)))
+                ratio = (1 - r_n) / (1 - r)
+            out = lead * ratio
+    return np.where(n == 0, 0.0, out)
 
 
 def _power(log_abs, k):
