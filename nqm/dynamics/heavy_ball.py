@@ -295,14 +295,15 @@ def _overdamped(t, table):
     that is better conditioned; four transcendental functions (the other exponentials follow without
     cancellation: ``expm1(t(c − h)) = expm1(tc) − e^{tc}A_t``, ``A_{t+1} = D + e^{−h}A_t``)."""
     h, c, g_plus, g_mid, g_minus, prefactor, s_inf, k1, k2, k3, kw, d, e_h = table
-    em_plus, em_mid, a0 = np.expm1(t * (c + h)), np.expm1(t * c), -np.expm1(-t * h)
+    rate = t * (c + h)
+    em_plus, em_mid, a0 = np.expm1(rate), np.expm1(t * c), -np.expm1(-t * h)
     em_minus = em_mid - (1 + em_mid) * a0
     noise, condition = _second_difference(em_plus * g_plus, em_mid * g_mid, em_minus * g_minus, prefactor)
-    e = np.exp(t * (c + h))  # |r₁|^{2t}, not 1 + em_plus: W_t² needs it to full relative precision when tiny
+    e = np.exp(rate)  # |r₁|^{2t}, not 1 + em_plus: W_t² needs it to full relative precision when tiny
     w_sq = e * (1 - 0.5 * a0 + kw * a0) ** 2
     bad = ~(condition <= _MAX_CONDITION)
     if bad.any():
-        s_inf, k1, k2, k3, d, e_h = (np.broadcast_to(x, t.shape)[bad] for x in (s_inf, k1, k2, k3, d, e_h))
+        s_inf, k1, k2, k3, d, e_h = np.broadcast_to(table[[6, 7, 8, 9, 11, 12]], (6, *t.shape))[:, bad]
         e, a0 = e[bad], a0[bad]
         a1 = d + e_h * a0
         squares = k1 * a1 * a1 + k2 * a0 * a0
@@ -321,7 +322,8 @@ def _underdamped(t, table):
     phi, c, s_inf, k1, k2, k3, kappa_r, critical, g_re, g_im, g_mid, prefactor, cos_phi, sin_phi = table
     critical = critical != 0
     e = np.exp(t * c)
-    s0, cos_t = np.sin(t * phi), np.cos(t * phi)
+    angle = t * phi
+    s0, cos_t = np.sin(angle), np.cos(angle)
     s1 = s0 * cos_phi + cos_t * sin_phi  # sin((t + 1)φ), one rounding from the two above
     if critical.any():  # R_n = n, so the "sines" are (t + 1, t) with sin φ = 1
         s1, s0, cos_t = np.where(critical, t + 1, s1), np.where(critical, t, s0), np.where(critical, 1.0, cos_t)
