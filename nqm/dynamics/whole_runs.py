@@ -659,9 +659,8 @@ def _first_crossing(
     that needs only the continuous estimate; the integer returned is then the bracket's upper end). A search may
     also stop after ``max_narrowing`` narrowing probes wherever the bracket is within 1% of k (or one step): the
     rows still wider than ``rel_tol`` (the vectorised loop would otherwise wait for its slowest row) get the
-    interpolation within their bracket as their estimate.
-    This finds a crossing of the target; it is the first one when E[L_k]
-    decreases up to it (heavy ball's oscillations decay as β^k and are past by then in tuned runs;
+    interpolation within their bracket as their estimate. This finds a crossing of the target; it is the first
+    one when E[L_k] decreases up to it (heavy ball's oscillations decay as β^k and are past by then in tuned runs;
     ``steps_to_target`` is exact in every case and checks this in the tests).
     """
     n = eps.size
@@ -776,12 +775,12 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
 
     For each hp the inner search runs over ε up to ``feasible_lr`` (stable, stationary loss below target), first
     over the decade below it (15 sections; the rest of the range only where the optimum sits at that decade's low
-    end); its objective is the continuous first crossing of the closed form, bracketed to 1e-4 of t and
-    interpolated. The outer search evaluates s's low end (hp → 1, where small batches put the optimum) and then 10
-    sections. A 5 × 5 patch of crossings around the optimum follows, then the exact scan of short runs. Beyond
-    2048 coordinates the search runs on a compressed spectrum of 256 coordinates and the patch on one of 448
-    (:mod:`nqm.dynamics.quadrature`), whose best three points are crossed again on the exact loss, growing the
-    bracket a step at a time from the compressed crossing.
+    end); its objective is the continuous first crossing of the closed form, bracketed to 1e-4 of t (at most four
+    narrowing probes where the bracket is within 1% of t) and interpolated. The outer search evaluates s's low
+    end (hp → 1, where small batches put the optimum) and then 10 sections. A 5 × 5 patch of crossings around the
+    optimum follows, then the exact scan of short runs. Beyond 2048 coordinates the search runs on a compressed
+    spectrum of 256 coordinates and the patch on one of 448 (:mod:`nqm.dynamics.quadrature`), whose best three
+    points are crossed again on the exact loss, growing the bracket a step at a time from the compressed crossing.
     """
 
     # a long spectrum is searched compressed (a few hundred weighted coordinates), the patch on a finer compression;
