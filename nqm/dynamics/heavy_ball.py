@@ -172,7 +172,7 @@ class HeavyBallMoments:
     def _at_one_step_per_row(self, t):
         """:meth:`at` for one ``t`` per row (the solvers' case), with the same arithmetic: each side's steps,
         initial variances and noise variances are gathered once per object, so a call gathers only ``t``."""
-        out = np.empty(self.v0.size if self.v0.shape == self.shape else int(np.prod(self.shape)))
+        out = np.empty(self.v0.size)  # v0 is broadcast to the coordinates' shape
         t_rows = t.ravel()
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             for columns, rows, evaluate, row_of, v0, q, near_critical in self._row_sides():
