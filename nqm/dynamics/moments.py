@@ -139,19 +139,12 @@ class TwoStateMoments:
         self._cached_kinds = None
 
     def _p(self, n):
-        """P_n for integer n ≥ 0 (array broadcasting against the coordinates)."""
+        """P_n for integer n ≥ 0 (array broadcasting against the coordinates): every form, each selected where
+        it holds."""
+        const = _form_constants(self)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            parity = np.where(np.mod(n - 1, 2) == 1, -1.0, 1.0)
-            k = n - 1  # the powers below are written so that x⁰ = 1 also for x = 0 (a nilpotent F)
-            lead = _power(self.log_abs_mu1, k) * np.where(self.neg_mu1, parity, 1.0)
-            ratio_pos = np.where(self.log_r == 0, n, np.expm1(n * self.log_r) * self.inv_expm1)
-            r_n = np.where(np.mod(n, 2) == 1, -1.0, 1.0) * np.exp(n * np.log(np.abs(self.r)))
-            ratio_neg = (1 - r_n) / (1 - self.r)
-            real = lead * np.where(self.pos_r, ratio_pos, ratio_neg)
-            complex_ = _power(self.log_m, k) * np.sin(n * self.phi) / self.sin_phi
-            double = n * _power(self.log_abs_half_tau, k) * np.where(self.neg_tau, parity, 1.0)
-            out = np.where(self.real, real, np.where(self.double, double, complex_))
-        return np.where(n == 0, 0.0, out)
+            pos, neg, double, complex_ = (_p_by_form(form, n, const) for form in ("pos", "neg", "double", "complex"))
+        return np.where(self.real, np.where(self.pos_r, pos, neg), np.where(self.double, double, complex_))
 
     def row(self, t):
         """``r_t = e₀ᵀF^t`` as its two components at integer ``t``: the first component after t steps of the
@@ -215,7 +208,9 @@ def _form_constants(m):
 
 
 def _p_by_form(form: str, n, const):
-    """``P_n`` (:meth:`TwoStateMoments._p`) for coordinates that share one form, with its arithmetic."""
+    """``P_n`` in one of its forms (``"pos"``/``"neg"``: real roots with 0 < r or r < 0, ``"double"``,
+    ``"complex"``; see :class:`TwoStateMoments`), for coordinates whose constants ``const`` are in the order of
+    :func:`_form_constants`."""
     log_abs_mu1, neg_mu1, log_r, inv_expm1, r, log_m, phi, sin_phi, log_abs_half_tau, neg_tau = const[:10]
     k = n - 1
     if form == "complex":
