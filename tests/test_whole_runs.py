@@ -293,6 +293,32 @@ def test_the_pruned_scan_finds_the_first_of_many_hits(beta, d):
     assert _first_hit_pruned(moments, 0.5 * p.h, 0.5 * losses.min(), until) == until
 
 
+@pytest.mark.parametrize("d", [60, 4096])
+@pytest.mark.parametrize("beta", [0.99, 0.999])
+def test_the_pruned_scan_of_nesterov_runs_finds_the_first_hit(beta, d):
+    """The same scan on Nesterov's runs (its lower bound: :meth:`TwoStateMoments.lower_bound`) returns the first t
+    with E[L_t] ≤ target, as a plain evaluation of every step does, for targets across the run and a hair above
+    the loss at leaf edges; at d = 60 the loss crosses some targets three times or more."""
+    from nqm.dynamics.moments import TwoStateMoments
+    from nqm.dynamics.whole_runs import _first_hit_pruned, _scan_leaf
+
+    p = nqm.NoisyQuadratic.zhang2019(d)
+    lam = 0.2 * optim.stable_lr_bound("nesterov", beta) * p.h / p.h.max()
+    f, g = optim.Nesterov(1.0, beta).transition(lam)
+    moments = TwoStateMoments(f, g * np.sqrt(1e-4 * lam**2 * p.c)[:, None], np.ones(p.d), optim.Nesterov.initial)
+    until = 6000 if d < 1000 else 1500
+    losses = moments.at(np.arange(until, dtype=np.float64)[:, None]) @ (0.5 * p.h)
+    leaf = _scan_leaf(d)
+    edges = [losses[k] * (1 + 1e-12) for k in (leaf, 2 * leaf - 1, 5 * leaf + 1)]
+    stretches = []
+    for target in np.quantile(losses, [0.02, 0.1, 0.3, 0.5]).tolist() + edges + [losses.min()]:
+        below = losses <= target
+        assert _first_hit_pruned(moments, 0.5 * p.h, target, until) == int(np.argmax(below))
+        stretches.append(int(below[0]) + np.sum(np.diff(below.astype(int)) == 1))
+    assert d > 1000 or max(stretches) >= 3
+    assert _first_hit_pruned(moments, 0.5 * p.h, 0.5 * losses.min(), until) == until
+
+
 @pytest.mark.parametrize("family", TUNED)
 def test_a_loose_crossing_brackets_the_exact_one(family):
     """The searches' crossings stop once the bracket is 1e-4 of t (``rel_tol``): the integer returned is then the
