@@ -5,7 +5,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from nqm import optim
@@ -338,3 +338,35 @@ def test_two_state_lower_bound_holds_at_every_step(beta, start):
         assert np.all(bound <= values[first : last + 1].min(axis=0) * (1 + 1e-9) + 1e-300)
     tight = [moments.lower_bound(t, t) / values[t] for t in (1, 5, 123, 2999)]
     assert np.mean(np.concatenate(tight) > 0.5) > 0.95  # 99–100% measured
+
+
+@given(
+    roots=st.one_of(
+        st.tuples(st.just("real"), st.floats(-0.999, 0.999), st.floats(-0.999, 0.999)),
+        st.tuples(st.just("complex"), st.floats(0.05, 0.999), st.floats(0.01, 3.13)),
+    ),
+    basis=st.tuples(*[st.floats(-2.0, 2.0)] * 4).filter(lambda b: abs(b[0] * b[3] - b[1] * b[2]) > 0.2),
+    u=st.tuples(st.floats(-1.0, 1.0), st.floats(-1.0, 1.0)),
+    v0=st.floats(0.0, 5.0),
+    e=st.tuples(st.floats(-2.0, 2.0), st.floats(-2.0, 2.0)),
+    first=st.integers(0, 300),
+    length=st.integers(0, 300),
+)
+# g_t = 0.99^{t−1} − 2·0.5^{t−1}, nearly 0 at t = 2: the faster mode must be taken at its largest
+# g_t = 0.9^t cos(0.05t): no zero in [2, 12], so the decay must be taken at 12; a zero at t ≈ 31.4, inside [20, 40]
+@example(("complex", 0.9, 0.05), (1.0, 0.0, 0.0, 1.0), (0.0, 0.0), 1.0, (1.0, 0.0), 2, 10)
+@example(("complex", 0.9, 0.05), (1.0, 0.0, 0.0, 1.0), (0.0, 0.0), 1.0, (1.0, 0.0), 20, 20)
+@example(("real", 0.99, 0.5), (1.0, 1.0, 0.0, 1.0), (0.0, 0.0), 1.0, (1 / 0.99 - 4, -4.0), 1, 9)
+def test_two_state_lower_bound_holds_for_any_stable_map(roots, basis, u, v0, e, first, length):
+    """The bound's derivation holds for every stable two-state map, not only Nesterov's: F = P·J·P⁻¹ with J two
+    real roots of either sign (a double root included) or a rotation-scaling m·R(φ), any noise direction u, start
+    V₀·e and interval [first, first + length]: the bound is ≤ every value ``at`` computes there. Taking the decay
+    at ``first``, dropping a zero of the sine, the noise part at ``last`` or the faster real mode at its smallest
+    breaks it."""
+    kind, a, b = roots
+    jordan = np.diag([a, b]) if kind == "real" else a * np.array([[np.cos(b), -np.sin(b)], [np.sin(b), np.cos(b)]])
+    p = np.array(basis).reshape(2, 2)
+    moments = TwoStateMoments(p @ jordan @ np.linalg.inv(p), np.array(u), v0, e)
+    last = first + length
+    values = moments.at(np.arange(first, last + 1, dtype=np.float64))
+    assert moments.lower_bound(first, last) <= values.min() * (1 + 1e-9) + 1e-300
