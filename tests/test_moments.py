@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from nqm import optim
 from nqm.dynamics.expected import powered_second_moments
-from nqm.dynamics.moments import TwoStateMoments, ema_variance, heavy_ball_variance
+from nqm.dynamics.moments import EmaMoments, TwoStateMoments, ema_variance, heavy_ball_variance
 
 STEPS = np.array([0, 1, 2, 3, 7, 50, 400, 3000])
 
@@ -338,6 +338,50 @@ def test_two_state_lower_bound_holds_at_every_step(beta, start):
         assert np.all(bound <= values[first : last + 1].min(axis=0) * (1 + 1e-9) + 1e-300)
     tight = [moments.lower_bound(t, t) / values[t] for t in (1, 5, 123, 2999)]
     assert np.mean(np.concatenate(tight) > 0.5) > 0.95  # 99–100% measured
+
+
+def _ema_bound_holds(moments, first, last):
+    """lower_bound(first, last) ≤ every value ``at`` computes on [first, last]; the only slack is 1e-12 of the
+    stationary level and V₀, for values that ``at`` rounds to a hair below 0 where V₀ = 0."""
+    values = moments.at(np.arange(first, last + 1, dtype=np.float64)[:, None])
+    slack = 1e-12 * (np.abs(moments.y_inf) + moments.v0)
+    return np.all(moments.lower_bound(first, last) <= values.min(axis=0) + slack)
+
+
+@given(
+    lam=st.floats(1e-7, 1.9999),
+    gamma=st.floats(1e-6, 1 - 1e-6),
+    q=st.floats(0.0, 1.0),
+    v0=st.floats(0.0, 2.0),
+    first=st.integers(0, 400),
+    length=st.integers(0, 400),
+)
+def test_ema_lower_bound_holds_at_every_step(lam, gamma, q, v0, first, length):
+    """EmaMoments.lower_bound(first, last) ≤ E[y_t²] as ``at`` computes it at every integer t in the interval, for
+    any stable step (u = 1 − λ of either sign), EMA γ, noise and start."""
+    assert _ema_bound_holds(EmaMoments(lam, q * lam * lam, v0, gamma), first, first + length)
+
+
+def test_ema_lower_bound_is_informative_and_each_part_is_needed():
+    """On 4000 random coordinates (λ over seven decades up to 2, 1 − γ over six, u = γ exactly at 20, V₀ = 0 at a
+    tenth) the bound holds on intervals from one step to 3000 and is within 2× of the value at one step for 90% of
+    them (95% measured). Taking g at ``first`` instead of ``last``, the noise part at ``last``, or the oscillating
+    case's modes at the wrong ends breaks it (checked by planting each)."""
+    rng = np.random.default_rng(5)
+    d = 4000
+    lam = np.exp(rng.uniform(np.log(1e-7), np.log(1.9999), d))
+    gamma = 1 - np.exp(rng.uniform(np.log(1e-6), np.log(0.99), d))
+    lam[:20] = rng.uniform(0.01, 0.99, 20)
+    gamma[:20] = 1 - lam[:20]
+    q = rng.uniform(0, 1, d) * lam**2 * rng.choice([0, 1e-6, 1], d)
+    v0 = rng.uniform(0, 2, d) * rng.choice([0, 1], d, p=[0.1, 0.9])
+    moments = EmaMoments(lam, q, v0, gamma)
+    for first, last in [(0, 2999), (0, 0), (0, 5), (3, 3), (1, 40), (7, 300), (1000, 1400), (2990, 2999)]:
+        assert _ema_bound_holds(moments, first, last)
+    values = moments.at(np.arange(3000.0)[:, None])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tight = np.concatenate([moments.lower_bound(t, t) / values[t] for t in (1, 5, 123, 2999)])
+    assert np.mean(tight > 0.5) > 0.9
 
 
 @given(

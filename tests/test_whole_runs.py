@@ -319,6 +319,27 @@ def test_the_pruned_scan_of_nesterov_runs_finds_the_first_hit(beta, d):
     assert _first_hit_pruned(moments, 0.5 * p.h, 0.5 * losses.min(), until) == until
 
 
+@pytest.mark.parametrize("d", [60, 4096])
+@pytest.mark.parametrize("gamma", [0.9, 0.999])
+def test_the_pruned_scan_of_ema_runs_finds_the_first_hit(gamma, d):
+    """The same scan on runs of SGD's iterate average (its lower bound: :meth:`EmaMoments.lower_bound`) returns the
+    first t with E[L_t] ≤ target, as a plain evaluation of every step does, for targets across the run and a hair
+    above the loss at leaf edges; the top coordinates take λ > 1, where SGD's iterate alternates in sign."""
+    from nqm.dynamics.moments import EmaMoments
+    from nqm.dynamics.whole_runs import _first_hit_pruned, _scan_leaf
+
+    p = nqm.NoisyQuadratic.zhang2019(d)
+    lam = 1.9 * p.h / p.h.max()
+    moments = EmaMoments(lam, 1e-4 * lam**2 * p.c, np.ones(p.d), gamma)
+    until = 6000 if d < 1000 else 1500
+    losses = moments.at(np.arange(until, dtype=np.float64)[:, None]) @ (0.5 * p.h)
+    leaf = _scan_leaf(d)
+    edges = [losses[k] * (1 + 1e-12) for k in (leaf, 2 * leaf - 1, 5 * leaf + 1)]
+    for target in np.quantile(losses, [0.02, 0.1, 0.3, 0.5]).tolist() + edges + [losses.min()]:
+        assert _first_hit_pruned(moments, 0.5 * p.h, target, until) == int(np.argmax(losses <= target))
+    assert _first_hit_pruned(moments, 0.5 * p.h, 0.5 * losses.min(), until) == until
+
+
 @pytest.mark.parametrize("family", TUNED)
 def test_a_loose_crossing_brackets_the_exact_one(family):
     """The searches' crossings stop once the bracket is 1e-4 of t (``rel_tol``): the integer returned is then the

@@ -60,8 +60,9 @@ class EmaMoments:
     def __init__(self, lam, noise_var, v0, gamma):
         lam, q, v0, gamma = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (lam, noise_var, v0, gamma)))
         self.u = 1.0 - lam
-        self.gamma = gamma
-        x_inf, c_inf, self.y_inf = ema_stationary(lam, q, gamma)
+        self.lam, self.gamma, self.v0 = lam, gamma, v0
+        self.stationary = ema_stationary(lam, q, gamma)
+        x_inf, c_inf, self.y_inf = self.stationary
         self.dev = (v0 - x_inf, v0 - c_inf, v0 - self.y_inf)
         with np.errstate(divide="ignore", invalid="ignore"):
             self.pos = self.u > 0
@@ -71,8 +72,9 @@ class EmaMoments:
             self.log_gamma = np.log(gamma)
             self.log_abs_u = np.log(np.abs(self.u))
 
-    def at(self, t):
-        """E[y_t²] at integer ``t`` broadcasting against the coordinates' shape."""
+    def coefficients(self, t):
+        """``(a_t, b_t)`` with ``y_t = a_t x_0 + b_t y_0`` noise-free: ``a_t = (1 − γ)u D_t``, ``b_t = γ^t``, at
+        integer ``t`` broadcasting against the coordinates' shape."""
         t = np.asarray(t, dtype=np.float64)
         u, gamma = self.u, self.gamma
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -83,8 +85,44 @@ class EmaMoments:
             abs_u_t = np.where(t == 0, 1.0, np.exp(t * self.log_abs_u))  # 0⁰ = 1 at λ = 1 (u = 0)
             d_neg = (np.where(u < 0, parity, 1.0) * abs_u_t - coef_y) / (u - gamma)
             coef_x = (1 - gamma) * u * np.where(self.pos, d_pos, d_neg)
-            dx, dc, dy = self.dev
+        return coef_x, coef_y
+
+    def at(self, t):
+        """E[y_t²] at integer ``t`` broadcasting against the coordinates' shape."""
+        coef_x, coef_y = self.coefficients(t)
+        dx, dc, dy = self.dev
+        with np.errstate(invalid="ignore", over="ignore"):
             return self.y_inf + coef_x * coef_x * dx + 2 * coef_x * coef_y * dc + coef_y * coef_y * dy
+
+    def lower_bound(self, first: float, last: float) -> np.ndarray:
+        r"""Per coordinate, a lower bound of E[y_t²] over the integers t in [first, last] (first ≤ last).
+
+        :math:`\mathbb E[y_t^2] = V_0 g_t^2 + N_t` with :math:`g_t = a_t + b_t` (:meth:`coefficients`; the
+        noise-free response to the start y₀ = x₀) and :math:`N_t = Y_\infty - (a_t^2X_\infty + 2a_tb_tC_\infty +
+        b_t^2Y_\infty)`, the noise injected so far, which grows with t; so the bound is
+        :math:`V_0\min g^2 + N_{first}`. Summing the geometric series,
+        :math:`g_t = ((1-\gamma)u^{t+1} - \lambda\gamma^{t+1})/(u-\gamma)`. For 0 ≤ u the EMA of the decaying
+        :math:`x_t = u^t x_0` is a positive average that decreases, so the smallest g is g_last. For u < 0 both
+        terms decay in modulus, so :math:`|g_t|` is at least the larger of each term at ``last`` less the other at
+        ``first``. Both parts are lowered by 1e-12 of their terms' magnitudes and the result shrunk by 1e-9
+        relative, far more than the rounding of :meth:`at`, so that it stays below the value that computes.
+        """
+        a_first, b_first = self.coefficients(np.float64(first))
+        a_last, b_last = self.coefficients(np.float64(last))
+        x_inf, c_inf, y_inf = self.stationary
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            g_last = (a_last + b_last) * (1 - 1e-12)
+            lam, gamma, gap = self.lam, self.gamma, np.abs(self.u - self.gamma)
+            # u < 0: the modes (1 − γ)|u|^{t+1}/|u − γ| and λγ^{t+1}/|u − γ|, each decreasing with t
+            mode_u = [(1 - gamma) * np.exp((k + 1) * self.log_abs_u) / gap for k in (first, last)]
+            mode_g = [lam * np.exp((k + 1) * self.log_gamma) / gap for k in (first, last)]
+            apart = np.maximum(mode_u[1] - mode_g[0], mode_g[1] - mode_u[0]) - 1e-12 * (mode_u[0] + mode_g[0])
+            g_min = np.where(self.u >= 0, g_last, np.maximum(apart, 0.0))
+            g_min = np.where(np.isfinite(g_min), np.maximum(g_min, 0.0), 0.0)
+            terms = (a_first * a_first * x_inf, 2 * a_first * b_first * c_inf, b_first * b_first * y_inf)
+            noise = y_inf - sum(terms) - 1e-12 * (np.abs(y_inf) + sum(np.abs(x) for x in terms))
+            bound = np.maximum(noise, 0.0) + self.v0 * g_min * g_min
+        return np.where(np.isfinite(bound), bound, 0.0) * (1 - 1e-9)
 
 
 class TwoStateMoments:

@@ -418,12 +418,12 @@ class _TunedLoss:
         """The first integer t < ``until`` with E[L_t] ≤ target for batch size ``row`` at (ε, hp) by evaluating
         every step; ``until`` if there is none.
 
-        Heavy ball and Nesterov skip the stretches where a lower bound of E[L_t]
-        (:meth:`HeavyBallMoments.lower_bound`, :meth:`TwoStateMoments.lower_bound`) stays above the target:
+        The stretches where a lower bound of E[L_t] (:meth:`HeavyBallMoments.lower_bound`,
+        :meth:`TwoStateMoments.lower_bound`, :meth:`EmaMoments.lower_bound`) stays above the target are skipped:
         intervals are halved, left first, down to leaves of a few steps (``_scan_leaf``) that are evaluated step by
         step, so the first hit found is the first one."""
         moments = self._moments(np.array(eps), np.array(hp), self.v0, row)
-        if isinstance(moments, (HeavyBallMoments, TwoStateMoments)):
+        if isinstance(moments, (HeavyBallMoments, TwoStateMoments, EmaMoments)):
             return _first_hit_pruned(moments, self.half_h, target, until)
         chunk = max(1, (1 << 22) // self.v0.size)
         for start in range(0, until, chunk):
@@ -480,7 +480,9 @@ def _scan_leaf(d: int) -> int:
     return int(np.clip(8192 // max(d, 1), 4, 256))
 
 
-def _first_hit_pruned(moments: HeavyBallMoments | TwoStateMoments, half_h, target: float, until: int) -> int:
+def _first_hit_pruned(
+    moments: HeavyBallMoments | TwoStateMoments | EmaMoments, half_h, target: float, until: int
+) -> int:
     """The first integer t < ``until`` with ½Σh E[x_t²] ≤ target (``until`` if none): branch and bound on
     intervals of t with the moments' lower bound, leaves evaluated exactly."""
     intervals = [(0, until - 1)]
