@@ -285,12 +285,14 @@ def test_the_pruned_scan_finds_the_first_of_many_hits(beta, d):
     # a hair above the loss at a leaf's edge: the leaf sums its coordinates in another order, and a tie would
     # be decided by rounding
     edges = [losses[k] * (1 + 1e-12) for k in (leaf, 2 * leaf - 1, 5 * leaf + 1)]
-    for target in np.quantile(losses, [0.02, 0.1, 0.3, 0.5]).tolist() + edges + [losses.min()]:
+    for target in np.quantile(losses, [0.02, 0.1, 0.3, 0.5]).tolist() + edges + [losses.min() * (1 + 1e-12)]:
         below = losses <= target
         assert _first_hit_pruned(moments, 0.5 * p.h, target, until) == int(np.argmax(below))
         stretches.append(int(below[0]) + np.sum(np.diff(below.astype(int)) == 1))
     assert max(stretches) >= 3
     assert _first_hit_pruned(moments, 0.5 * p.h, 0.5 * losses.min(), until) == until
+    # a scan that would cost more than its budget of coordinate-steps gives up (the tuner keeps its crossing)
+    assert _first_hit_pruned(moments, 0.5 * p.h, losses.min(), until, budget=0) is None
 
 
 @pytest.mark.parametrize("d", [60, 4096])
@@ -311,7 +313,7 @@ def test_the_pruned_scan_of_nesterov_runs_finds_the_first_hit(beta, d):
     leaf = _scan_leaf(d)
     edges = [losses[k] * (1 + 1e-12) for k in (leaf, 2 * leaf - 1, 5 * leaf + 1)]
     stretches = []
-    for target in np.quantile(losses, [0.02, 0.1, 0.3, 0.5]).tolist() + edges + [losses.min()]:
+    for target in np.quantile(losses, [0.02, 0.1, 0.3, 0.5]).tolist() + edges + [losses.min() * (1 + 1e-12)]:
         below = losses <= target
         assert _first_hit_pruned(moments, 0.5 * p.h, target, until) == int(np.argmax(below))
         stretches.append(int(below[0]) + np.sum(np.diff(below.astype(int)) == 1))
@@ -335,9 +337,30 @@ def test_the_pruned_scan_of_ema_runs_finds_the_first_hit(gamma, d):
     losses = moments.at(np.arange(until, dtype=np.float64)[:, None]) @ (0.5 * p.h)
     leaf = _scan_leaf(d)
     edges = [losses[k] * (1 + 1e-12) for k in (leaf, 2 * leaf - 1, 5 * leaf + 1)]
-    for target in np.quantile(losses, [0.02, 0.1, 0.3, 0.5]).tolist() + edges + [losses.min()]:
+    for target in np.quantile(losses, [0.02, 0.1, 0.3, 0.5]).tolist() + edges + [losses.min() * (1 + 1e-12)]:
         assert _first_hit_pruned(moments, 0.5 * p.h, target, until) == int(np.argmax(losses <= target))
     assert _first_hit_pruned(moments, 0.5 * p.h, 0.5 * losses.min(), until) == until
+
+
+def test_tuned_steps_are_the_first_hit_where_the_loss_rings_at_the_target():
+    """The tuner checks every earlier step of its chosen runs, long ones too: on Zhang's d = 10⁴ at B = 1024, heavy
+    ball's tuned run still rings at the target and dips below it before the crossing the search brackets (18 steps
+    earlier, 5041 against 5059, when only runs of at most 2²⁵ coordinate-steps were checked). Held against every
+    step of the closed form at the returned (ε, β)."""
+    from nqm.dynamics.heavy_ball import HeavyBallMoments
+
+    p = nqm.NoisyQuadratic.zhang2019(10_000)
+    runs = dynamics.optimal_steps_to_target(p, 0.01, [1024.0], family="heavy_ball")
+    steps, lr, beta = int(runs.steps[0]), runs.lr[0], runs.momentum[0]
+    lam = lr * p.h
+    moments = HeavyBallMoments(lam, lr**2 * p.c / 1024.0, np.ones(p.d), beta)
+    losses = np.concatenate(
+        [moments.at(np.arange(k, min(k + 500, steps + 100), dtype=np.float64)[:, None]) @ (0.5 * p.h)
+         for k in range(0, steps + 100, 500)]
+    )  # fmt: skip
+    below = losses <= 0.01
+    assert steps == int(np.argmax(below))
+    assert not below[steps:].all()  # the loss comes back above the target after its first hit
 
 
 @pytest.mark.parametrize("family", TUNED)

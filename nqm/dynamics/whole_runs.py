@@ -414,9 +414,11 @@ class _TunedLoss:
         """E[L_0] = ½Σh·V₀, whatever the hyper-parameters: the runs start at E[θ₀] = θ*."""
         return float(self.v0 @ self.half_h)
 
-    def first_hit_by_scan(self, row: int, eps: float, hp: float, target: float, until: int) -> int:
+    def first_hit_by_scan(
+        self, row: int, eps: float, hp: float, target: float, until: int, budget: float = np.inf
+    ) -> int | None:
         """The first integer t < ``until`` with E[L_t] ≤ target for batch size ``row`` at (ε, hp) by evaluating
-        every step; ``until`` if there is none.
+        every step; ``until`` if there is none; None where that would take more than ``budget`` coordinate-steps.
 
         The stretches where a lower bound of E[L_t] (:meth:`HeavyBallMoments.lower_bound`,
         :meth:`TwoStateMoments.lower_bound`, :meth:`EmaMoments.lower_bound`) stays above the target are skipped:
@@ -424,7 +426,9 @@ class _TunedLoss:
         step, so the first hit found is the first one."""
         moments = self._moments(np.array(eps), np.array(hp), self.v0, row)
         if isinstance(moments, (HeavyBallMoments, TwoStateMoments, EmaMoments)):
-            return _first_hit_pruned(moments, self.half_h, target, until)
+            return _first_hit_pruned(moments, self.half_h, target, until, budget)
+        if until * self.v0.size > budget:
+            return None
         chunk = max(1, (1 << 22) // self.v0.size)
         for start in range(0, until, chunk):
             ts = np.arange(start, min(start + chunk, until), dtype=np.float64)
@@ -481,23 +485,37 @@ def _scan_leaf(d: int) -> int:
 
 
 def _first_hit_pruned(
-    moments: HeavyBallMoments | TwoStateMoments | EmaMoments, half_h, target: float, until: int
-) -> int:
+    moments: HeavyBallMoments | TwoStateMoments | EmaMoments, half_h, target: float, until: int, budget: float = np.inf
+) -> int | None:
     """The first integer t < ``until`` with ½Σh E[x_t²] ≤ target (``until`` if none): branch and bound on
-    intervals of t with the moments' lower bound, leaves evaluated exactly."""
-    intervals = [(0, until - 1)]
+    intervals of t with the moments' lower bound, leaves evaluated exactly. None once more than ``budget``
+    coordinate-steps have been spent (a leaf costs its steps, a bound about one step, times the coordinates).
+
+    The first intervals double in width away from ``until`` (one leaf, one leaf, two, four, …): where E[L] decreases
+    to the target, the bound excludes all of them but the last leaf or so, which halving from [0, until) reaches only
+    after twice as many bounds (one excluded and one split per level)."""
     leaf = _scan_leaf(half_h.size)
+    ends, width = [until], leaf
+    while ends[-1] > 0:
+        ends.append(max(ends[-1] - width, 0))
+        width = width if len(ends) < 3 else 2 * width
+    intervals = [(lo, hi - 1) for hi, lo in zip(ends, ends[1:])]  # the leftmost last: it is popped first
+    spent = 0
     while intervals:
+        if spent > budget:
+            return None
         first, last = intervals.pop()
         if last < first:
             continue
         if last - first < leaf:
             ts = np.arange(first, last + 1, dtype=np.float64)
+            spent += ts.size * half_h.size
             with np.errstate(over="ignore", invalid="ignore"):
                 hit = np.nonzero(moments.at(ts[:, None]) @ half_h <= target)[0]
             if hit.size:
                 return int(ts[hit[0]])
             continue
+        spent += half_h.size
         with np.errstate(over="ignore", invalid="ignore"):
             if moments.lower_bound(first, last) @ half_h > target:
                 continue
@@ -768,7 +786,7 @@ _SEARCH_RTOL = 1e-4  # the searches narrow crossings to 1e-4 of t (one step wher
 # row (7 probes on average over the bench's 20 batch sizes)
 _SEARCH_NARROWING = 4
 _LOOSE_RTOL = 1e-2  # ... past which the interpolation within a bracket of 1% of t is the estimate
-_SCAN_BUDGET = 1 << 25  # final runs of at most this many coordinate-steps are checked step by step
+_SCAN_BUDGET = 1 << 25  # coordinate-steps a final run's check of every earlier step may cost
 _COMPRESS_ABOVE = 2048  # coordinates beyond which the (ε, hp) search runs on a compressed spectrum
 
 
@@ -781,7 +799,7 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
     end); its objective is the continuous first crossing of the closed form, bracketed to 1e-4 of t (at most four
     narrowing probes where the bracket is within 1% of t) and interpolated. The outer search evaluates s's low
     end (hp → 1, where small batches put the optimum) and then 10 sections. A 5 × 5 patch of crossings around the
-    optimum follows, then the exact scan of short runs. Beyond 2048 coordinates the search runs on a compressed
+    optimum follows, then the check of every earlier step. Beyond 2048 coordinates the search runs on a compressed
     spectrum of 256 coordinates and the patch on one of 448 (:mod:`nqm.dynamics.quadrature`), whose best three
     points are crossed again on the exact loss, growing the bracket a step at a time from the compressed crossing.
     """
@@ -864,10 +882,13 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
             best = _better((*point, eps_c, s_c, cap), best)
     steps, cont, eps, s, eps_hi = best
     hp = loss.hp_of(s)
-    # The bracketing search finds a crossing. Short runs (steps·d ≤ 2^25, e.g. heavy ball at large B, where
-    # the oscillations are alive at the target) are then checked at every earlier step: exact first hits.
-    for i in np.nonzero(steps * p.d <= _SCAN_BUDGET)[0]:
-        steps[i] = loss.first_hit_by_scan(i, eps[i], hp[i], target, int(steps[i]))
+    # The bracketing search finds a crossing; every earlier step is then checked (where E[L] still oscillates at
+    # the target, an earlier dip can reach it: heavy ball on d = 10⁴ at B = 1024 hits 18 steps before its crossing).
+    # The closed forms' lower bounds skip most steps; a scan that would cost more than 2^25 coordinate-steps (long
+    # runs of a loss without a bound, or a bound too weak to prune) keeps the crossing.
+    for i in np.nonzero(np.isfinite(steps))[0]:
+        first = loss.first_hit_by_scan(i, eps[i], hp[i], target, int(steps[i]), budget=_SCAN_BUDGET)
+        steps[i] = steps[i] if first is None else first
     # interior: neither ε nor hp within a hair of its searched bounds
     span = hi - lo
     interior = (eps < eps_hi * (1 - 1e-3)) & (held | ((s > lo + 1e-3 * span) & (s < hi - 1e-3 * span)))
@@ -982,8 +1003,11 @@ def optimal_steps_to_target(
     Zhang's problem at B = 64), so the tuned steps are the best of the points searched, not a certified minimum.
     Beyond 2048 coordinates these searches run on compressed spectra (``nqm.dynamics.quadrature``: 256 weighted
     coordinates for the search, 448 for the patch, whose crossings agree with the exact ones to a few hundredths of
-    a step on smooth runs) and the best three points of the patch are crossed again on the exact loss. Short runs
-    (steps·d ≤ 2²⁵) are checked at every step, so their steps are exact first hits; ``interior`` is False where ε or
+    a step on smooth runs) and the best three points of the patch are crossed again on the exact loss. Every earlier
+    step of the chosen runs is then checked (heavy ball, Nesterov and EMA skip the stretches their closed form's lower
+    bound excludes), so the steps are exact first hits at the returned hyper-parameters; only a check that would cost
+    more than 2²⁵ coordinate-steps (long runs whose closed form has no such bound: those
+    with weight decay) keeps the crossing, the first hit where E[L] decreases up to it. ``interior`` is False where ε or
     h sits at an end of its range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed).
 
     ``weight_decay``: for SGD, λ held at a number or ``"tune"``d on log λ over [10⁻³·h_min, h_max], coupled or
