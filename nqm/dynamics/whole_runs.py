@@ -422,8 +422,8 @@ class _TunedLoss:
 
         The stretches where a lower bound of E[L_t] (:meth:`HeavyBallMoments.lower_bound`,
         :meth:`TwoStateMoments.lower_bound`, :meth:`EmaMoments.lower_bound`) stays above the target are skipped:
-        intervals are halved, left first, down to leaves of a few steps (``_scan_leaf``) that are evaluated step by
-        step, so the first hit found is the first one."""
+        intervals (``_first_hit_pruned``) are searched left first and halved down to leaves of a few steps
+        (``_scan_leaf``) that are evaluated step by step, so the first hit found is the first one."""
         moments = self._moments(np.array(eps), np.array(hp), self.v0, row)
         if isinstance(moments, (HeavyBallMoments, TwoStateMoments, EmaMoments)):
             return _first_hit_pruned(moments, self.half_h, target, until, budget)
@@ -1005,10 +1005,10 @@ def optimal_steps_to_target(
     coordinates for the search, 448 for the patch, whose crossings agree with the exact ones to a few hundredths of
     a step on smooth runs) and the best three points of the patch are crossed again on the exact loss. Every earlier
     step of the chosen runs is then checked (heavy ball, Nesterov and EMA skip the stretches their closed form's lower
-    bound excludes), so the steps are exact first hits at the returned hyper-parameters; only a check that would cost
-    more than 2²⁵ coordinate-steps (long runs whose closed form has no such bound: those
-    with weight decay) keeps the crossing, the first hit where E[L] decreases up to it. ``interior`` is False where ε or
-    h sits at an end of its range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed).
+    bound excludes), so the steps are exact first hits at the returned hyper-parameters; only a check that would
+    cost more than 2²⁵ coordinate-steps (long runs with weight decay, whose closed forms have no such bound) keeps
+    the crossing, the first hit where E[L] decreases up to it. ``interior`` is False where ε or h sits at an end of
+    its range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed).
 
     ``weight_decay``: for SGD, λ held at a number or ``"tune"``d on log λ over [10⁻³·h_min, h_max], coupled or
     ``decoupled`` (:mod:`nqm.optim`); for heavy ball, λ held or tuned the same way (coupled or decoupled) with ε
