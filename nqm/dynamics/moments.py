@@ -109,7 +109,7 @@ class EmaMoments:
         """
         a_first, b_first = self.coefficients(np.float64(first))
         a_last, b_last = self.coefficients(np.float64(last))
-        x_inf, c_inf, y_inf = self.stationary
+        x_inf, c_inf, y_inf = self.stationary  # (x, y) ordered as the coefficients (a, b)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             g_last = (a_last + b_last) * (1 - 1e-12)
             lam, gamma, gap = self.lam, self.gamma, np.abs(self.u - self.gamma)
@@ -117,12 +117,8 @@ class EmaMoments:
             mode_u = [(1 - gamma) * np.exp((k + 1) * self.log_abs_u) / gap for k in (first, last)]
             mode_g = [lam * np.exp((k + 1) * self.log_gamma) / gap for k in (first, last)]
             apart = np.maximum(mode_u[1] - mode_g[0], mode_g[1] - mode_u[0]) - 1e-12 * (mode_u[0] + mode_g[0])
-            g_min = np.where(self.u >= 0, g_last, np.maximum(apart, 0.0))
-            g_min = np.where(np.isfinite(g_min), np.maximum(g_min, 0.0), 0.0)
-            terms = (a_first * a_first * x_inf, 2 * a_first * b_first * c_inf, b_first * b_first * y_inf)
-            noise = y_inf - sum(terms) - 1e-12 * (np.abs(y_inf) + sum(np.abs(x) for x in terms))
-            bound = np.maximum(noise, 0.0) + self.v0 * g_min * g_min
-        return np.where(np.isfinite(bound), bound, 0.0) * (1 - 1e-9)
+            g_min = np.where(self.u >= 0, g_last, apart)
+            return _start_and_noise_bound(self.v0, g_min, y_inf, (a_first, b_first), (x_inf, c_inf, y_inf))
 
 
 class TwoStateMoments:
@@ -259,15 +255,10 @@ class TwoStateMoments:
             small = np.abs(c2) * np.maximum(_power(log_abs_mu2, k_first), _power(log_abs_mu2, k_last))
             g_real = big - small - 1e-12 * (big + small)
             g_min = np.where(self.real, g_real, np.where(self.double, 0.0, g_complex))
-            g_min = np.where(np.isfinite(g_min), np.maximum(g_min, 0.0), 0.0)
             if first == 0:
                 g_min = np.abs(e0) if last == 0 else np.minimum(g_min, np.abs(e0))
-            r0, r1 = self.row(np.float64(first))
-            s00, s01, s11 = (self.s_inf[..., i] for i in range(3))
-            terms = (r0 * r0 * s00, 2 * r0 * r1 * s01, r1 * r1 * s11)
-            noise = self.x_inf - sum(terms) - 1e-12 * (np.abs(self.x_inf) + sum(np.abs(x) for x in terms))
-            bound = np.maximum(noise, 0.0) + self.v0 * g_min * g_min
-        return np.where(np.isfinite(bound), bound, 0.0) * (1 - 1e-9)
+            s_inf = tuple(self.s_inf[..., i] for i in range(3))
+            return _start_and_noise_bound(self.v0, g_min, self.x_inf, self.row(np.float64(first)), s_inf)
 
     def _kinds(self):
         """[(columns, form, their constants)] per form of ``P_n`` among the flattened coordinates (cached)."""
@@ -281,6 +272,20 @@ class TwoStateMoments:
                 if (columns := np.flatnonzero(mask)).size
             ]
         return self._cached_kinds
+
+
+def _start_and_noise_bound(v0, g_min, level, row, s_inf):
+    r"""The closing step of the two-state lower bounds: :math:`V_0 g_{min}^2 + N_{first}` with the noise part
+    :math:`N = X_\infty - r S_\infty r^\top` at the interval's start (``row`` = r = (r₀, r₁), ``s_inf`` = the
+    stationary (S₀₀, S₀₁, S₁₁), ``level`` = X∞ = S₀₀ of the component the loss reads), lowered by 1e-12 of its
+    terms' magnitudes; g_min clipped to ≥ 0 (0 where not finite); the sum shrunk by 1e-9 relative."""
+    r0, r1 = row
+    terms = (r0 * r0 * s_inf[0], 2 * r0 * r1 * s_inf[1], r1 * r1 * s_inf[2])
+    with np.errstate(invalid="ignore", over="ignore"):
+        g_min = np.where(np.isfinite(g_min), np.maximum(g_min, 0.0), 0.0)
+        noise = level - sum(terms) - 1e-12 * (np.abs(level) + sum(np.abs(x) for x in terms))
+        bound = np.maximum(noise, 0.0) + v0 * g_min * g_min
+    return np.where(np.isfinite(bound), bound, 0.0) * (1 - 1e-9)
 
 
 def _form_constants(m):
