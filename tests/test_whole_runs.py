@@ -263,83 +263,70 @@ def test_tiny_curvatures_still_decay():
     assert runs.steps[0] == small.steps[0] < np.inf  # the directions below 1e-12 cannot matter at 0.01
 
 
-@pytest.mark.parametrize("d", [60, 4096])
-@pytest.mark.parametrize("beta", [0.9, 0.95, 0.999])
-def test_the_pruned_scan_finds_the_first_of_many_hits(beta, d):
-    """The tuner's exact scan of heavy-ball runs (branch and bound on a lower bound of E[L_t], leaves evaluated
-    step by step) returns the first t with E[L_t] ≤ target where the loss oscillates and crosses the target many
-    times, as a plain evaluation of every step does; targets are taken from the curve itself, so hits sit at
-    leaf edges and in every part of the run. Leaves are long on a short spectrum (d = 60) and a few steps on a long
-    one (d = 4096)."""
-    from nqm.dynamics.heavy_ball import HeavyBallMoments
+def _pruned_scan_matches_every_step(moments, p, until):
+    """Assert that the tuner's exact scan (``_first_hit_pruned``: branch and bound on the moments' lower bound,
+    leaves evaluated step by step) returns the first t with E[L_t] ≤ target, as a plain evaluation of every step
+    does, for targets taken from the curve itself (quantiles, a hair above the loss at leaf edges and at its
+    minimum: the leaf sums its coordinates in another order, and a tie would be decided by rounding), and ``until``
+    where the target is never reached; returns, per target, the separate runs of steps below it."""
     from nqm.dynamics.whole_runs import _first_hit_pruned, _scan_leaf
 
-    p = nqm.NoisyQuadratic.zhang2019(d)
-    lam = 0.95 * optim.stable_lr_bound("heavy_ball", beta) * p.h / p.h.max()  # the top coordinates ring
-    moments = HeavyBallMoments(lam, 1e-4 * lam**2 * p.c, np.ones(p.d), beta)
-    until = 6000 if d < 1000 else 1500
     losses = moments.at(np.arange(until, dtype=np.float64)[:, None]) @ (0.5 * p.h)
-    leaf = _scan_leaf(d)
-    assert leaf == (136 if d == 60 else 4)
-    stretches = []  # separate runs of steps below each target: the loss comes back above it in between
-    # a hair above the loss at a leaf's edge: the leaf sums its coordinates in another order, and a tie would
-    # be decided by rounding
-    edges = [losses[k] * (1 + 1e-12) for k in (leaf, 2 * leaf - 1, 5 * leaf + 1)]
-    for target in np.quantile(losses, [0.02, 0.1, 0.3, 0.5]).tolist() + edges + [losses.min() * (1 + 1e-12)]:
-        below = losses <= target
-        assert _first_hit_pruned(moments, 0.5 * p.h, target, until) == int(np.argmax(below))
-        stretches.append(int(below[0]) + np.sum(np.diff(below.astype(int)) == 1))
-    assert max(stretches) >= 3
-    assert _first_hit_pruned(moments, 0.5 * p.h, 0.5 * losses.min(), until) == until
-    # a scan that would cost more than its budget of coordinate-steps gives up (the tuner keeps its crossing)
-    assert _first_hit_pruned(moments, 0.5 * p.h, losses.min(), until, budget=0) is None
-
-
-@pytest.mark.parametrize("d", [60, 4096])
-@pytest.mark.parametrize("beta", [0.99, 0.999])
-def test_the_pruned_scan_of_nesterov_runs_finds_the_first_hit(beta, d):
-    """The same scan on Nesterov's runs (its lower bound: :meth:`TwoStateMoments.lower_bound`) returns the first t
-    with E[L_t] ≤ target, as a plain evaluation of every step does, for targets across the run and a hair above
-    the loss at leaf edges; at d = 60 the loss crosses some targets three times or more."""
-    from nqm.dynamics.moments import TwoStateMoments
-    from nqm.dynamics.whole_runs import _first_hit_pruned, _scan_leaf
-
-    p = nqm.NoisyQuadratic.zhang2019(d)
-    lam = 0.2 * optim.stable_lr_bound("nesterov", beta) * p.h / p.h.max()
-    f, g = optim.Nesterov(1.0, beta).transition(lam)
-    moments = TwoStateMoments(f, g * np.sqrt(1e-4 * lam**2 * p.c)[:, None], np.ones(p.d), optim.Nesterov.initial)
-    until = 6000 if d < 1000 else 1500
-    losses = moments.at(np.arange(until, dtype=np.float64)[:, None]) @ (0.5 * p.h)
-    leaf = _scan_leaf(d)
+    leaf = _scan_leaf(p.d)
     edges = [losses[k] * (1 + 1e-12) for k in (leaf, 2 * leaf - 1, 5 * leaf + 1)]
     stretches = []
     for target in np.quantile(losses, [0.02, 0.1, 0.3, 0.5]).tolist() + edges + [losses.min() * (1 + 1e-12)]:
         below = losses <= target
         assert _first_hit_pruned(moments, 0.5 * p.h, target, until) == int(np.argmax(below))
         stretches.append(int(below[0]) + np.sum(np.diff(below.astype(int)) == 1))
-    assert d > 1000 or max(stretches) >= 3
     assert _first_hit_pruned(moments, 0.5 * p.h, 0.5 * losses.min(), until) == until
+    # a scan that would cost more than its budget of coordinate-steps gives up (the tuner keeps its crossing)
+    assert _first_hit_pruned(moments, 0.5 * p.h, losses.min(), until, budget=0) is None
+    return stretches
+
+
+@pytest.mark.parametrize("d", [60, 4096])
+@pytest.mark.parametrize("beta", [0.9, 0.95, 0.999])
+def test_the_pruned_scan_finds_the_first_of_many_hits(beta, d):
+    """The tuner's exact scan of heavy-ball runs returns the first hit where the loss oscillates and crosses the
+    target many times (three or more separate stretches below some target). Leaves are long on a short spectrum
+    (d = 60) and a few steps on a long one (d = 4096)."""
+    from nqm.dynamics.heavy_ball import HeavyBallMoments
+    from nqm.dynamics.whole_runs import _scan_leaf
+
+    p = nqm.NoisyQuadratic.zhang2019(d)
+    lam = 0.95 * optim.stable_lr_bound("heavy_ball", beta) * p.h / p.h.max()  # the top coordinates ring
+    assert _scan_leaf(d) == (136 if d == 60 else 4)
+    moments = HeavyBallMoments(lam, 1e-4 * lam**2 * p.c, np.ones(p.d), beta)
+    assert max(_pruned_scan_matches_every_step(moments, p, 6000 if d < 1000 else 1500)) >= 3
+
+
+@pytest.mark.parametrize("d", [60, 4096])
+@pytest.mark.parametrize("beta", [0.99, 0.999])
+def test_the_pruned_scan_of_nesterov_runs_finds_the_first_hit(beta, d):
+    """The same scan on Nesterov's runs (its lower bound: :meth:`TwoStateMoments.lower_bound`); at d = 60 the loss
+    crosses some targets three times or more."""
+    from nqm.dynamics.moments import TwoStateMoments
+
+    p = nqm.NoisyQuadratic.zhang2019(d)
+    lam = 0.2 * optim.stable_lr_bound("nesterov", beta) * p.h / p.h.max()
+    f, g = optim.Nesterov(1.0, beta).transition(lam)
+    moments = TwoStateMoments(f, g * np.sqrt(1e-4 * lam**2 * p.c)[:, None], np.ones(p.d), optim.Nesterov.initial)
+    stretches = _pruned_scan_matches_every_step(moments, p, 6000 if d < 1000 else 1500)
+    assert d > 1000 or max(stretches) >= 3
 
 
 @pytest.mark.parametrize("d", [60, 4096])
 @pytest.mark.parametrize("gamma", [0.9, 0.999])
 def test_the_pruned_scan_of_ema_runs_finds_the_first_hit(gamma, d):
-    """The same scan on runs of SGD's iterate average (its lower bound: :meth:`EmaMoments.lower_bound`) returns the
-    first t with E[L_t] ≤ target, as a plain evaluation of every step does, for targets across the run and a hair
-    above the loss at leaf edges; the top coordinates take λ > 1, where SGD's iterate alternates in sign."""
+    """The same scan on runs of SGD's iterate average (its lower bound: :meth:`EmaMoments.lower_bound`); the top
+    coordinates take λ > 1, where SGD's iterate alternates in sign."""
     from nqm.dynamics.moments import EmaMoments
-    from nqm.dynamics.whole_runs import _first_hit_pruned, _scan_leaf
 
     p = nqm.NoisyQuadratic.zhang2019(d)
     lam = 1.9 * p.h / p.h.max()
     moments = EmaMoments(lam, 1e-4 * lam**2 * p.c, np.ones(p.d), gamma)
-    until = 6000 if d < 1000 else 1500
-    losses = moments.at(np.arange(until, dtype=np.float64)[:, None]) @ (0.5 * p.h)
-    leaf = _scan_leaf(d)
-    edges = [losses[k] * (1 + 1e-12) for k in (leaf, 2 * leaf - 1, 5 * leaf + 1)]
-    for target in np.quantile(losses, [0.02, 0.1, 0.3, 0.5]).tolist() + edges + [losses.min() * (1 + 1e-12)]:
-        assert _first_hit_pruned(moments, 0.5 * p.h, target, until) == int(np.argmax(losses <= target))
-    assert _first_hit_pruned(moments, 0.5 * p.h, 0.5 * losses.min(), until) == until
+    _pruned_scan_matches_every_step(moments, p, 6000 if d < 1000 else 1500)
 
 
 def test_tuned_steps_are_the_first_hit_where_the_loss_rings_at_the_target():
