@@ -386,6 +386,14 @@ class _TunedLoss:
         out.noise = weights / self.batch_sizes[:, None]
         return out
 
+    def tiled(self, k: int) -> _TunedLoss:
+        """The same loss for its batch sizes repeated ``k`` times (rows i, i + n, … are batch size i), so that
+        several points per batch size are searched in one vectorised call."""
+        out = copy.copy(self)
+        out.batch_sizes = np.tile(self.batch_sizes, k)
+        out.noise = np.tile(self.noise, (k, 1))
+        return out
+
     def _moments(self, eps, hp, v0, rows=slice(None)):
         lam, q, hh = eps[..., None] * self.kappa, eps[..., None] ** 2 * self.noise[rows], hp[..., None]
         if self.family == "heavy_ball":
@@ -538,6 +546,7 @@ class _DecayTunedLoss(_TunedLoss):
         self.decoupled = decoupled
         self.h, self.half_h = p.h, 0.5 * p.h
         self.optimum = np.zeros(p.d) if p.optimum is None else p.optimum
+        self.batch_sizes = batch_sizes
         self.noise = injected_variance(p, batch_sizes[:, None], self.pre)
         self.v0 = check_init_var(init_var, p.d)
         self.range = _decay_range(p) if decay == "tune" else (np.log(decay),) * 2
@@ -588,6 +597,12 @@ class _DecayHeavyBallLoss(_TunedLoss):
         if decoupled:
             self.kappa = np.broadcast_to(self.kappa, (batch_sizes.size, p.d))
         self.optimum = None if p.optimum is None or not np.any(p.optimum) else p.optimum
+
+    def tiled(self, k: int) -> _DecayHeavyBallLoss:
+        out = super().tiled(k)
+        out.decay = np.tile(self.decay, k)
+        out.kappa = self.kappa if self.kappa.ndim == 1 else np.tile(self.kappa, (k, 1))
+        return out
 
     def _parts(self, eps, hp, rows=slice(None)):
         """(λ, q, β, δ) per row and coordinate, the transition F and the noise's gains u = (−√q, 0)."""
@@ -847,39 +862,36 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
     # crossing oscillates by 0.2% of the target over 1.4% of ε, which moves the crossing by up to 0.4%); a 5 × 5 patch
     # of crossings around the optimum picks the best nearby. On a compressed spectrum the patch ranks its points and
     # the best three per batch size are crossed again on the exact loss.
-    best = (np.full(b.size, np.inf), np.full(b.size, np.inf), eps, s, eps_hi)
-    patch = []
     offsets = np.linspace(-_PATCH_WIDTH, _PATCH_WIDTH, _PATCH_POINTS)
-    # compressed, only the continuous crossing ranks the patch; else the integer crossing is final
+    k = offsets.size
+    s_c = np.clip(s + offsets[:, None], lo, hi)  # (k, n): the patch's rows of s ...
+    cap = fine.tiled(k).feasible_lr(fine.hp_of(s_c).ravel(), target).reshape(k, b.size)
+    eps_c = np.minimum(eps * np.exp(offsets)[:, None], cap[:, None])  # ... and (k, k, n) of ε under each
+    s_c, cap = (np.broadcast_to(x[:, None], eps_c.shape) for x in (s_c, cap))
+    # compressed, only the continuous crossing ranks the patch; else the integer crossing is final. All k² points
+    # of all batch sizes are crossed at once, from the search's crossing
     tol = _SEARCH_RTOL if fine is not loss else 0.0
-    for ds in offsets:
-        s_c = np.clip(s + ds, lo, hi)
-        hp_c = fine.hp_of(s_c)
-        cap = fine.feasible_lr(hp_c, target)
-        for dz in offsets:
-            eps_c = np.minimum(eps * np.exp(dz), cap)
-            point = (*_first_crossing(fine, eps_c, hp_c, target, best[1], rel_tol=tol), eps_c, s_c, cap)
-            patch.append(point)
-            best = _better(point, best)
+    crossed = _first_crossing(
+        fine.tiled(k * k), eps_c.ravel(), fine.hp_of(s_c).ravel(), target, np.tile(seen[0], k * k), rel_tol=tol
+    )
+    patch = [x.reshape(k * k, b.size) for x in (*crossed, eps_c, s_c, cap)]
+    best = _best_of(patch, (eps, s, eps_hi))
     if fine is not loss:
-        patch = [np.stack(field) for field in zip(*patch)]  # (25, n) per field
-        rows = np.arange(b.size)
-        best = (np.full(b.size, np.inf), np.full(b.size, np.inf), eps, s, eps_hi)
-        for rank in np.argsort(patch[1], axis=0)[:3]:
-            eps_c, s_c, cap = (patch[i][rank, rows] for i in (2, 3, 4))
-            hp_c = loss.hp_of(s_c)
-            # the compressed stationary loss is not the exact one: where the exact one is not below the target,
-            # ε is capped at the exact loss's feasible step
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                infeasible = ~(loss.stationary(eps_c, hp_c) < target)
-            if infeasible.any():
-                cap = np.where(infeasible, loss.feasible_lr(hp_c, target), cap)
-                eps_c = np.minimum(eps_c, cap)
-            # the compressed crossing is within a few hundredths of a step of the exact one on smooth runs: the
-            # bracket is grown from it a step at a time
-            guess = patch[1][rank, rows]
-            point = _first_crossing(loss, eps_c, hp_c, target, guess, stride=1e-9)
-            best = _better((*point, eps_c, s_c, cap), best)
+        ranks = np.argsort(patch[1], axis=0)[:3]
+        guess, eps_c, s_c, cap = (patch[i][ranks, np.arange(b.size)] for i in (1, 2, 3, 4))  # (3, n) each
+        hp_c = loss.hp_of(s_c)
+        exact = loss.tiled(3)
+        # the compressed stationary loss is not the exact one: where the exact one is not below the target,
+        # ε is capped at the exact loss's feasible step
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            infeasible = ~(exact.stationary(eps_c.ravel(), hp_c.ravel()) < target).reshape(cap.shape)
+        if infeasible.any():
+            cap = np.where(infeasible, exact.feasible_lr(hp_c.ravel(), target).reshape(cap.shape), cap)
+            eps_c = np.minimum(eps_c, cap)
+        # the compressed crossing is within a few hundredths of a step of the exact one on smooth runs: the
+        # bracket is grown from it a step at a time
+        crossed = _first_crossing(exact, eps_c.ravel(), hp_c.ravel(), target, guess.ravel(), stride=1e-9)
+        best = _best_of([x.reshape(cap.shape) for x in (*crossed, eps_c, s_c, cap)], (eps, s, eps_hi))
     steps, cont, eps, s, eps_hi = best
     hp = loss.hp_of(s)
     # The bracketing search finds a crossing; every earlier step is then checked (where E[L] still oscillates at
@@ -897,6 +909,16 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
         b, steps, b * steps, eps, cont, interior, **fields, family=loss.family, precond=loss.precond,
         decoupled=loss.decoupled,
     )  # fmt: skip
+
+
+def _best_of(points, fallback):
+    """Per column, the first of the rows of ``points`` = [steps, continuous steps, …] (each (k, n)) that reaches the
+    target soonest (:func:`_better`); rows that never reach it leave the ``fallback`` fields (ε, s, ε's upper end)."""
+    n = points[0].shape[1]
+    best = (np.full(n, np.inf), np.full(n, np.inf), *fallback)
+    for point in zip(*points):
+        best = _better(point, best)
+    return best
 
 
 def _better(point, best):
