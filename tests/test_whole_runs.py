@@ -459,8 +459,8 @@ def test_crossing_repeated_batch_sizes_at_once_equals_crossing_them_apart(kind):
     """The patch crosses k points per batch size in one call on the loss ``tiled`` k times (rows i, i + n, … are
     batch size i): the same integer crossings as k calls on the loss itself (rows are independent in the crossing
     search), and the same continuous ones up to the ulps of a sum over coordinates taken in another order (the
-    matrix-vector product's blocking depends on the number of rows). Planted: rows repeated in place (np.repeat), and the decayed heavy ball's per-row decay and
-    curvature left untiled."""
+    matrix-vector product's blocking depends on the number of rows). Planted: rows repeated in place (np.repeat),
+    and the decayed heavy ball's per-row decay and curvature left untiled."""
     from nqm.dynamics import whole_runs as wr
 
     z = nqm.NoisyQuadratic.zhang2019(3000)
