@@ -455,12 +455,13 @@ def test_the_patch_beats_the_search_where_the_loss_rings():
 
 
 @pytest.mark.parametrize("kind", ["heavy_ball", "nesterov", "compressed", "decay", "decoupled decay"])
-def test_crossing_repeated_batch_sizes_at_once_equals_crossing_them_apart(kind):
-    """The patch crosses k points per batch size in one call on the loss ``tiled`` k times (rows i, i + n, … are
-    batch size i): the same integer crossings as k calls on the loss itself (rows are independent in the crossing
-    search), and the same continuous ones up to the ulps of a sum over coordinates taken in another order (the
-    matrix-vector product's blocking depends on the number of rows). Planted: rows repeated in place (np.repeat),
-    and the decayed heavy ball's per-row decay and curvature left untiled."""
+def test_crossing_repeated_batch_sizes_at_once_equals_crossing_them_apart(kind, monkeypatch):
+    """The patch crosses k points per batch size a few at a time (``_cross_points``) on the loss ``tiled`` as many
+    times (rows i, i + n, … are batch size i): the same integer crossings as k calls on the loss itself (rows are
+    independent in the crossing search), in one call or in groups of two points and one, and the same continuous
+    ones up to the ulps of a sum over coordinates taken in another order (the matrix-vector product's blocking
+    depends on the number of rows). Planted: rows repeated in place (np.repeat), and the decayed heavy ball's
+    per-row decay and curvature left untiled."""
     from nqm.dynamics import whole_runs as wr
 
     z = nqm.NoisyQuadratic.zhang2019(3000)
@@ -475,9 +476,13 @@ def test_crossing_repeated_batch_sizes_at_once_equals_crossing_them_apart(kind):
     hp = np.array([[0.999, 0.99, 0.9], [0.99, 0.9, 0.5], [0.9, 0.5, 0.2]])  # (k, n)
     target = 0.3 * loss.initial_loss()
     eps = np.array([[0.3], [0.5], [0.8]]) * np.stack([loss.feasible_lr(h, target) for h in hp])
-    apart = [wr._first_crossing(loss, e, h, target) for e, h in zip(eps, hp)]
-    together = wr._first_crossing(loss.tiled(3), eps.ravel(), hp.ravel(), target)
+    guess = np.full(hp.shape, 50.0)
+    apart = [wr._first_crossing(loss, e, h, target, g) for e, h, g in zip(eps, hp, guess)]
     steps, cont = (np.stack(parts) for parts in zip(*apart))
     assert np.all(np.isfinite(steps)) and len(set(steps.ravel())) > 3
-    np.testing.assert_array_equal(together[0].reshape(hp.shape), steps)
-    np.testing.assert_allclose(together[1].reshape(hp.shape), cont, rtol=1e-13)
+    together = wr._first_crossing(loss.tiled(3), eps.ravel(), hp.ravel(), target, guess.ravel())
+    monkeypatch.setattr(wr, "_CROSS_ELEMENTS", 2 * b.size * loss.v0.size)
+    grouped = wr._cross_points(loss, eps, hp, target, guess)
+    for crossed in (np.reshape(together, (2, *hp.shape)), grouped):
+        np.testing.assert_array_equal(crossed[0], steps)
+        np.testing.assert_allclose(crossed[1], cont, rtol=1e-13)

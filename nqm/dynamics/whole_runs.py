@@ -802,6 +802,7 @@ _SEARCH_RTOL = 1e-4  # the searches narrow crossings to 1e-4 of t (one step wher
 _SEARCH_NARROWING = 4
 _LOOSE_RTOL = 1e-2  # ... past which the interpolation within a bracket of 1% of t is the estimate
 _SCAN_BUDGET = 1 << 25  # coordinate-steps a final run's check of every earlier step may cost
+_CROSS_ELEMENTS = 1 << 15  # rows × coordinates crossed per call where several points are crossed at once
 _COMPRESS_ABOVE = 2048  # coordinates beyond which the (ε, hp) search runs on a compressed spectrum
 
 
@@ -868,12 +869,11 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
     cap = fine.tiled(k).feasible_lr(fine.hp_of(s_c).ravel(), target).reshape(k, b.size)
     eps_c = np.minimum(eps * np.exp(offsets)[:, None], cap[:, None])  # ... and (k, k, n) of ε under each
     s_c, cap = (np.broadcast_to(x[:, None], eps_c.shape) for x in (s_c, cap))
-    # compressed, only the continuous crossing ranks the patch; else the integer crossing is final. All k² points
-    # of all batch sizes are crossed at once, from the search's crossing
+    # compressed, only the continuous crossing ranks the patch; else the integer crossing is final. The points are
+    # crossed several at a time, from the search's crossing
     tol = _SEARCH_RTOL if fine is not loss else 0.0
-    crossed = _first_crossing(
-        fine.tiled(k * k), eps_c.ravel(), fine.hp_of(s_c).ravel(), target, np.tile(seen[0], k * k), rel_tol=tol
-    )
+    guess = np.broadcast_to(seen[0], eps_c.shape)
+    crossed = _cross_points(fine, eps_c, fine.hp_of(s_c), target, guess, rel_tol=tol)
     patch = [x.reshape(k * k, b.size) for x in (*crossed, eps_c, s_c, cap)]
     best = _best_of(patch, (eps, s, eps_hi))
     if fine is not loss:
@@ -890,8 +890,8 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
             eps_c = np.minimum(eps_c, cap)
         # the compressed crossing is within a few hundredths of a step of the exact one on smooth runs: the
         # bracket is grown from it a step at a time
-        crossed = _first_crossing(exact, eps_c.ravel(), hp_c.ravel(), target, guess.ravel(), stride=1e-9)
-        best = _best_of([x.reshape(cap.shape) for x in (*crossed, eps_c, s_c, cap)], (eps, s, eps_hi))
+        crossed = _cross_points(loss, eps_c, hp_c, target, guess, stride=1e-9)
+        best = _best_of([*crossed, eps_c, s_c, cap], (eps, s, eps_hi))
     steps, cont, eps, s, eps_hi = best
     hp = loss.hp_of(s)
     # The bracketing search finds a crossing; every earlier step is then checked (where E[L] still oscillates at
@@ -909,6 +909,26 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
         b, steps, b * steps, eps, cont, interior, **fields, family=loss.family, precond=loss.precond,
         decoupled=loss.decoupled,
     )  # fmt: skip
+
+
+def _cross_points(loss: _TunedLoss, eps, hp, target, guess, **options):
+    """:func:`_first_crossing` of k points per batch size (``eps``, ``hp``, ``guess`` of shape (..., n)), several
+    points to a call (on the loss ``tiled`` as many times) but at most ``_CROSS_ELEMENTS`` rows × coordinates (at least
+    one point): enough to share the calls' fixed costs, few enough that a call does not evaluate many finished
+    rows while its slowest one narrows. Rows are independent, so the grouping changes no integer crossing.
+    Returns (steps, continuous steps) shaped like ``eps``."""
+    shape, n = eps.shape, eps.shape[-1]
+    eps, hp, guess = (np.reshape(x, (-1, n)) for x in (eps, hp, guess))
+    per_call = max(1, _CROSS_ELEMENTS // (n * loss.v0.size))
+    parts = []
+    for first in range(0, eps.shape[0], per_call):
+        group = slice(first, first + per_call)
+        size = eps[group].shape[0]
+        crossed = _first_crossing(
+            loss.tiled(size), eps[group].ravel(), hp[group].ravel(), target, guess[group].ravel(), **options
+        )
+        parts.append([x.reshape(size, n) for x in crossed])
+    return tuple(np.concatenate(field).reshape(shape) for field in zip(*parts))
 
 
 def _best_of(points, fallback):
