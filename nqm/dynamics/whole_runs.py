@@ -386,13 +386,17 @@ class _TunedLoss:
         out.noise = weights / self.batch_sizes[:, None]
         return out
 
-    def tiled(self, k: int) -> _TunedLoss:
-        """The same loss for its batch sizes repeated ``k`` times (rows i, i + n, … are batch size i), so that
-        several points per batch size are searched in one vectorised call."""
+    def take(self, rows) -> _TunedLoss:
+        """The same loss for the batch sizes at the indices ``rows`` (repeats allowed: ``tiled`` repeats them all),
+        so that several points per batch size, or a few batch sizes, are searched in one vectorised call."""
         out = copy.copy(self)
-        out.batch_sizes = np.tile(self.batch_sizes, k)
-        out.noise = np.tile(self.noise, (k, 1))
+        out.batch_sizes = self.batch_sizes[rows]
+        out.noise = self.noise[rows]
         return out
+
+    def tiled(self, k: int) -> _TunedLoss:
+        """The loss for its batch sizes repeated ``k`` times: rows i, i + n, … are batch size i."""
+        return self.take(np.tile(np.arange(self.noise.shape[0]), k))
 
     def _moments(self, eps, hp, v0, rows=slice(None)):
         lam, q, hh = eps[..., None] * self.kappa, eps[..., None] ** 2 * self.noise[rows], hp[..., None]
@@ -598,10 +602,10 @@ class _DecayHeavyBallLoss(_TunedLoss):
             self.kappa = np.broadcast_to(self.kappa, (batch_sizes.size, p.d))
         self.optimum = None if p.optimum is None or not np.any(p.optimum) else p.optimum
 
-    def tiled(self, k: int) -> _DecayHeavyBallLoss:
-        out = super().tiled(k)
-        out.decay = np.tile(self.decay, k)
-        out.kappa = self.kappa if self.kappa.ndim == 1 else np.tile(self.kappa, (k, 1))
+    def take(self, rows) -> _DecayHeavyBallLoss:
+        out = super().take(rows)
+        out.decay = self.decay[rows]
+        out.kappa = self.kappa if self.kappa.ndim == 1 else self.kappa[rows]
         return out
 
     def _parts(self, eps, hp, rows=slice(None)):
@@ -815,7 +819,8 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
     end); its objective is the continuous first crossing of the closed form, bracketed to 1e-4 of t (at most four
     narrowing probes where the bracket is within 1% of t) and interpolated. The outer search evaluates s's low
     end (hp → 1, where small batches put the optimum) and then 10 sections. A 5 × 5 patch of crossings around the
-    optimum follows, then the check of every earlier step. Beyond 2048 coordinates the search runs on a compressed
+    optimum follows (a few points per call, ``_cross_points``), then the check of every earlier step and the
+    smaller batch sizes' runs (``_reuse_smaller_batches``). Beyond 2048 coordinates the search runs on a compressed
     spectrum of 256 coordinates and the patch on one of 448 (:mod:`nqm.dynamics.quadrature`), whose best three
     points are crossed again on the exact loss, growing the bracket a step at a time from the compressed crossing.
     """
@@ -901,6 +906,11 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
     for i in np.nonzero(np.isfinite(steps))[0]:
         first = loss.first_hit_by_scan(i, eps[i], hp[i], target, int(steps[i]), budget=_SCAN_BUDGET)
         steps[i] = steps[i] if first is None else first
+    adopted = np.nonzero(_reuse_smaller_batches(loss, b, target, steps, eps, s))[0]
+    if adopted.size:  # their feasible steps and continuous crossings at their own batch sizes
+        hp, own = loss.hp_of(s), loss.take(adopted)
+        eps_hi[adopted] = own.feasible_lr(hp[adopted], target)
+        cont[adopted] = _first_crossing(own, eps[adopted], hp[adopted], target, steps[adopted])[1]
     # interior: neither ε nor hp within a hair of its searched bounds
     span = hi - lo
     interior = (eps < eps_hi * (1 - 1e-3)) & (held | ((s > lo + 1e-3 * span) & (s < hi - 1e-3 * span)))
@@ -909,6 +919,29 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
         b, steps, b * steps, eps, cont, interior, **fields, family=loss.family, precond=loss.precond,
         decoupled=loss.decoupled,
     )  # fmt: skip
+
+
+def _reuse_smaller_batches(loss: _TunedLoss, b, target, steps, eps, s) -> np.ndarray:
+    """Where the next smaller batch size's tuned run reaches the target in fewer steps, run its (ε, s) at this batch
+    size too, if that is faster: ``steps``, ``eps`` and ``s`` are updated in place, in order of B (so a run can pass
+    up several batch sizes), and the rows that took a smaller batch's run are returned.
+
+    A larger batch only injects less noise: E[L_t] is a part without noise plus q/B times a part that is not
+    negative (the closed forms' S_t and its kin), so at the same hyper-parameters its loss is no larger at any step
+    and it reaches the target no later. The tuned steps should therefore not grow with B; where the search missed
+    that (short runs at large B, where t(ε, hp) is most jagged), the smaller batch's run is checked at this batch
+    size step by step (:meth:`_TunedLoss.first_hit_by_scan`, up to the smaller batch's steps) and taken where it hits
+    sooner. A check over the scan's budget is skipped."""
+    adopted = np.zeros(b.size, dtype=bool)
+    order = np.argsort(b, kind="stable")
+    for smaller, i in zip(order, order[1:]):
+        if not steps[smaller] < steps[i]:
+            continue
+        hp = loss.hp_of(s[smaller])
+        first = loss.first_hit_by_scan(i, eps[smaller], hp, target, int(steps[smaller]) + 1, budget=_SCAN_BUDGET)
+        if first is not None and first < steps[i]:
+            steps[i], eps[i], s[i], adopted[i] = first, eps[smaller], s[smaller], True
+    return adopted
 
 
 def _cross_points(loss: _TunedLoss, eps, hp, target, guess, **options):
@@ -1049,8 +1082,10 @@ def optimal_steps_to_target(
     step of the chosen runs is then checked (heavy ball, Nesterov and EMA skip the stretches their closed form's lower
     bound excludes), so the steps are exact first hits at the returned hyper-parameters; only a check that would
     cost more than 2²⁵ coordinate-steps (long runs with weight decay, whose closed forms have no such bound) keeps
-    the crossing, the first hit where E[L] decreases up to it. ``interior`` is False where ε or h sits at an end of
-    its range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed).
+    the crossing, the first hit where E[L] decreases up to it. A larger batch injects less noise, so it reaches the
+    target no later at a smaller batch's hyper-parameters; where the search missed that (short, jagged runs at large
+    B), a batch size takes the next smaller one's run, so the steps never grow with B. ``interior`` is False where ε
+    or h sits at an end of its range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed).
 
     ``weight_decay``: for SGD, λ held at a number or ``"tune"``d on log λ over [10⁻³·h_min, h_max], coupled or
     ``decoupled`` (:mod:`nqm.optim`); for heavy ball, λ held or tuned the same way (coupled or decoupled) with ε
