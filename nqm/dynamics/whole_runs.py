@@ -1084,8 +1084,9 @@ def optimal_steps_to_target(
     cost more than 2²⁵ coordinate-steps (long runs with weight decay, whose closed forms have no such bound) keeps
     the crossing, the first hit where E[L] decreases up to it. A larger batch injects less noise, so it reaches the
     target no later at a smaller batch's hyper-parameters; where the search missed that (short, jagged runs at large
-    B), a batch size takes the next smaller one's run, so the steps never grow with B. ``interior`` is False where ε
-    or h sits at an end of its range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed).
+    B), a batch size takes the next smaller one's run where its first hit, checked step by step within the same
+    budget, is sooner, so the steps do not grow with B. ``interior`` is False where ε or h sits at an end of its
+    range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed).
 
     ``weight_decay``: for SGD, λ held at a number or ``"tune"``d on log λ over [10⁻³·h_min, h_max], coupled or
     ``decoupled`` (:mod:`nqm.optim`); for heavy ball, λ held or tuned the same way (coupled or decoupled) with ε
