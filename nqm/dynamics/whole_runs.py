@@ -800,6 +800,11 @@ _LR_NEAR = np.log(10.0)  # the decade of ε searched first (every optimum measur
 _SEARCH_SIZES = dict(exact=64, bins=32, nodes=3)
 _PATCH_WIDTH = 0.03
 _PATCH_POINTS = 5
+# runs of at most this many steps are searched at fixed steps for the troughs of their ringing (_ripple_descent),
+# on a grid of ε in steps of _RIPPLE_RESOLUTION/T in log ε over _RIPPLE_WINDOW of the search's optimum
+_RIPPLE_STEPS = 256
+_RIPPLE_RESOLUTION = 0.2
+_RIPPLE_WINDOW = (-0.04, 0.1)
 _SEARCH_RTOL = 1e-4  # the searches narrow crossings to 1e-4 of t (one step where that is less) and interpolate
 # ... with at most 4 narrowing probes: most rows need 2–4, and the loop would otherwise run as long as its slowest
 # row (7 probes on average over the bench's 20 batch sizes)
@@ -818,11 +823,14 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
     over the decade below it (15 sections; the rest of the range only where the optimum sits at that decade's low
     end); its objective is the continuous first crossing of the closed form, bracketed to 1e-4 of t (at most four
     narrowing probes where the bracket is within 1% of t) and interpolated. The outer search evaluates s's low
-    end (hp → 1, where small batches put the optimum) and then 10 sections. A 5 × 5 patch of crossings around the
-    optimum follows (a few points per call, ``_cross_points``), then the check of every earlier step and the
-    smaller batch sizes' runs (``_reuse_smaller_batches``). Beyond 2048 coordinates the search runs on a compressed
-    spectrum of 256 coordinates and the patch on one of 448 (:mod:`nqm.dynamics.quadrature`), whose best three
-    points are crossed again on the exact loss, growing the bracket a step at a time from the compressed crossing.
+    end (hp → 1, where small batches put the optimum) and then 10 sections. Runs of at most 256 steps are then
+    searched at fixed step counts on a fine grid of ε for the troughs of their ringing (``_ripple_descent``); the
+    others get a 5 × 5 patch of crossings around the optimum (``_patch``, a few points per call,
+    ``_cross_points``). Then come the check of every earlier step and the smaller batch sizes' runs
+    (``_reuse_smaller_batches``). Beyond 2048 coordinates the search and the descent run on a compressed spectrum
+    of 256 coordinates and the patch on one of 448 (:mod:`nqm.dynamics.quadrature`); their best three points per
+    batch size are crossed again on the exact loss, growing the bracket a step at a time from the compressed
+    crossing (``_settle_exactly``).
     """
 
     # a long spectrum is searched compressed (a few hundred weighted coordinates), the patch on a finer compression;
@@ -864,39 +872,22 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
         _golden_min(best_lr, lo, hi, _OUTER_STEPS, seen[0])
     _, s, eps, eps_hi = seen
     # t(ε, hp) is jagged where E[L] still oscillates at the target (heavy ball's top coordinates ring for ~1/(1 − β)
-    # steps: at large B the crossing jumps between troughs; on Zhang's problem binned at B = 64 the loss at the
-    # crossing oscillates by 0.2% of the target over 1.4% of ε, which moves the crossing by up to 0.4%); a 5 × 5 patch
-    # of crossings around the optimum picks the best nearby. On a compressed spectrum the patch ranks its points and
-    # the best three per batch size are crossed again on the exact loss.
-    offsets = np.linspace(-_PATCH_WIDTH, _PATCH_WIDTH, _PATCH_POINTS)
-    k = offsets.size
-    s_c = np.clip(s + offsets[:, None], lo, hi)  # (k, n): the patch's rows of s ...
-    cap = fine.tiled(k).feasible_lr(fine.hp_of(s_c).ravel(), target).reshape(k, b.size)
-    eps_c = np.minimum(eps * np.exp(offsets)[:, None], cap[:, None])  # ... and (k, k, n) of ε under each
-    s_c, cap = (np.broadcast_to(x[:, None], eps_c.shape) for x in (s_c, cap))
-    # compressed, only the continuous crossing ranks the patch; else the integer crossing is final. The points are
-    # crossed several at a time, from the search's crossing
-    tol = _SEARCH_RTOL if fine is not loss else 0.0
-    guess = np.broadcast_to(seen[0], eps_c.shape)
-    crossed = _cross_points(fine, eps_c, fine.hp_of(s_c), target, guess, rel_tol=tol)
-    patch = [x.reshape(k * k, b.size) for x in (*crossed, eps_c, s_c, cap)]
-    best = _best_of(patch, (eps, s, eps_hi))
-    if fine is not loss:
-        ranks = np.argsort(patch[1], axis=0)[:3]
-        guess, eps_c, s_c, cap = (patch[i][ranks, np.arange(b.size)] for i in (1, 2, 3, 4))  # (3, n) each
-        hp_c = loss.hp_of(s_c)
-        exact = loss.tiled(3)
-        # the compressed stationary loss is not the exact one: where the exact one is not below the target,
-        # ε is capped at the exact loss's feasible step
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            infeasible = ~(exact.stationary(eps_c.ravel(), hp_c.ravel()) < target).reshape(cap.shape)
-        if infeasible.any():
-            cap = np.where(infeasible, exact.feasible_lr(hp_c.ravel(), target).reshape(cap.shape), cap)
-            eps_c = np.minimum(eps_c, cap)
-        # the compressed crossing is within a few hundredths of a step of the exact one on smooth runs: the
-        # bracket is grown from it a step at a time
-        crossed = _cross_points(loss, eps_c, hp_c, target, guess, stride=1e-9)
-        best = _best_of([*crossed, eps_c, s_c, cap], (eps, s, eps_hi))
+    # steps). Short runs (a few hundred steps, at large B) are searched at fixed steps on a fine grid of ε, which finds
+    # the troughs of the ringing (``_ripple_descent``); the other runs get a 5 × 5 patch of crossings around the
+    # search's optimum (``_patch``).
+    rippled, points = _ripple_descent(search, target, seen[0], eps, s, lo, hi)
+    best = [np.full(b.size, np.inf), np.full(b.size, np.inf), eps.copy(), s.copy(), eps_hi.copy()]
+    parts = []
+    if rippled.size < b.size:
+        rows = np.setdiff1d(np.arange(b.size), rippled)
+        fields = (seen[0][rows], eps[rows], s[rows], eps_hi[rows], lo[rows], hi[rows])
+        parts.append((rows, _patch(loss.take(rows), fine.take(rows), target, *fields)))
+    if rippled.size:
+        fallback = (eps[rippled], s[rippled], eps_hi[rippled])
+        parts.append((rippled, _settle_exactly(loss.take(rippled), target, *points, fallback)))
+    for rows, part in parts:
+        for field, value in zip(best, part):
+            field[rows] = value
     steps, cont, eps, s, eps_hi = best
     hp = loss.hp_of(s)
     # The bracketing search finds a crossing; every earlier step is then checked (where E[L] still oscillates at
@@ -919,6 +910,119 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
         b, steps, b * steps, eps, cont, interior, **fields, family=loss.family, precond=loss.precond,
         decoupled=loss.decoupled,
     )  # fmt: skip
+
+
+def _patch(loss: _TunedLoss, fine: _TunedLoss, target, guess, eps, s, eps_hi, lo, hi):
+    """The best of a 5 × 5 patch of crossings around each row's (ε, s), as (steps, continuous steps, ε, s, ε's upper
+    end); ``fine`` is the loss the patch is crossed on (``loss`` itself, or a compressed one whose best three points
+    per row are then crossed on ``loss``), ``guess`` the search's crossing.
+
+    Where E[L] still oscillates at the target the crossing jumps with (ε, hp): on Zhang's problem binned at B = 64
+    the loss at the crossing oscillates by 0.2% of the target over 1.4% of ε, which moves the crossing by up to
+    0.4%; the patch picks the best nearby."""
+    n = eps.size
+    offsets = np.linspace(-_PATCH_WIDTH, _PATCH_WIDTH, _PATCH_POINTS)
+    k = offsets.size
+    s_c = np.clip(s + offsets[:, None], lo, hi)  # (k, n): the patch's rows of s ...
+    cap = fine.tiled(k).feasible_lr(fine.hp_of(s_c).ravel(), target).reshape(k, n)
+    eps_c = np.minimum(eps * np.exp(offsets)[:, None], cap[:, None])  # ... and (k, k, n) of ε under each
+    s_c, cap = (np.broadcast_to(x[:, None], eps_c.shape) for x in (s_c, cap))
+    # compressed, only the continuous crossing ranks the patch; else the integer crossing is final. The points are
+    # crossed several at a time, from the search's crossing
+    tol = _SEARCH_RTOL if fine is not loss else 0.0
+    crossed = _cross_points(fine, eps_c, fine.hp_of(s_c), target, np.broadcast_to(guess, eps_c.shape), rel_tol=tol)
+    patch = [x.reshape(k * k, n) for x in (*crossed, eps_c, s_c, cap)]
+    if fine is loss:
+        return _best_of(patch, (eps, s, eps_hi))
+    ranks = np.argsort(patch[1], axis=0)[:3]
+    return _settle_exactly(loss, target, *(patch[i][ranks, np.arange(n)] for i in (1, 2, 3, 4)), (eps, s, eps_hi))
+
+
+def _settle_exactly(loss: _TunedLoss, target, guess, eps, s, cap, fallback):
+    """The best of k points per row (``guess``, ``eps``, ``s``, ``cap``: (k, n), found on ``loss`` or on a compressed
+    copy of it) crossed on ``loss`` from ``guess``, a step at a time: (steps, continuous steps, ε, s, ε's upper end)."""
+    hp = loss.hp_of(s)
+    # a compressed stationary loss is not the exact one: where the exact one is not below the target, ε is capped
+    # at the exact loss's feasible step
+    exact = loss.tiled(eps.shape[0])
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        infeasible = ~(exact.stationary(eps.ravel(), hp.ravel()) < target).reshape(cap.shape)
+    if infeasible.any():
+        cap = np.where(infeasible, exact.feasible_lr(hp.ravel(), target).reshape(cap.shape), cap)
+        eps = np.minimum(eps, cap)
+    # a compressed crossing is within a few hundredths of a step of the exact one on smooth runs: the bracket is
+    # grown from it a step at a time
+    crossed = _cross_points(loss, eps, hp, target, guess, stride=1e-9)
+    return _best_of([*crossed, eps, s, cap], fallback)
+
+
+def _ripple_descent(loss: _TunedLoss, target, crossing, eps, s, lo, hi):
+    """Fewer steps for short runs, from a grid of (ε, s) at fixed step counts: the rows improved, and per row the
+    three best grid points as (k = 3, rows) arrays (steps, ε, s, ε's upper end) to be crossed exactly.
+
+    In a run of T steps whose top coordinates still ring at the target, E[L_T] ripples in ε: on Zhang's problem
+    binned at B = 2¹⁸ and T = 152 it has 28 local minima between ε = 3.7 and 4.3 (at β = 0.9595), about 0.6% of ε
+    apart, whose depths differ by more than 25×, so a search along the crossing lands in a trough but rarely in the
+    deepest (the tuned run there took 158 steps where 152 suffice). For each run of at most ``_RIPPLE_STEPS``
+    steps (T = the search's crossing, rounded up), ε is laid out from −4% to +10% of the search's optimum in steps
+    of 0.2/T in log ε (about four per ripple, whose period in log ε falls like 1/T as the phases tφ do), at s and
+    s ± 0.03; the smallest t < T at which some grid point has E[L_t] ≤ target is then found by galloping down and
+    bisecting (:func:`_fixed_step_descent`)."""
+    rows = np.nonzero(crossing <= _RIPPLE_STEPS)[0]
+    improved, points = [], []
+    for i in rows:
+        start = int(np.ceil(crossing[i]))
+        step = _RIPPLE_RESOLUTION / start
+        z = np.arange(np.floor(_RIPPLE_WINDOW[0] / step), np.ceil(_RIPPLE_WINDOW[1] / step) + 1) * step
+        s_row = np.unique(np.clip(s[i] + np.array([-_PATCH_WIDTH, 0.0, _PATCH_WIDTH]), lo[i], hi[i]))
+        cap_row = loss.take(np.full(s_row.size, i)).feasible_lr(loss.hp_of(s_row), target)
+        eps_g, s_g, cap_g = np.broadcast_arrays(eps[i] * np.exp(z)[None, :], s_row[:, None], cap_row[:, None])
+        keep = eps_g <= cap_g
+        eps_g, s_g, cap_g = eps_g[keep], s_g[keep], cap_g[keep]
+        if not eps_g.size:
+            continue
+        curve = loss.take(np.full(eps_g.size, i)).curve(eps_g, loss.hp_of(s_g))
+        hit = _fixed_step_descent(curve, eps_g.size, target, start)
+        if hit is None:
+            continue
+        t, values = hit
+        top = np.resize(np.argsort(values, kind="stable")[:3], 3)
+        improved.append(i)
+        points.append((np.full(3, float(t)), eps_g[top], s_g[top], cap_g[top]))
+    return np.array(improved, dtype=int), [np.stack(x, axis=1) for x in zip(*points)] if points else []
+
+
+def _fixed_step_descent(curve, n: int, target, start: int):
+    """The smallest t < ``start`` found at which one of the ``n`` rows of ``curve`` (t ↦ E[L_t] per row) reaches the
+    target, galloping down from start − 1 (steps 1, 2, 4, …) and then bisecting, with the rows' values there; None
+    where none reaches it at start − 1."""
+
+    def values(t):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            v = curve(np.full(n, float(t)))
+        return np.where(np.isnan(v), np.inf, v)
+
+    good = start - 1
+    if good < 1:
+        return None
+    good_v = values(good)
+    if not good_v.min() <= target:
+        return None
+    bad, stride = 0, 1
+    while good - stride > 0:
+        v = values(good - stride)
+        if not v.min() <= target:
+            bad = good - stride
+            break
+        good, good_v, stride = good - stride, v, 2 * stride
+    while good - bad > 1:
+        mid = (good + bad) // 2
+        v = values(mid)
+        if v.min() <= target:
+            good, good_v = mid, v
+        else:
+            bad = mid
+    return good, good_v
 
 
 def _reuse_smaller_batches(loss: _TunedLoss, b, target, steps, eps, s) -> np.ndarray:
