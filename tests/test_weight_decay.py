@@ -384,3 +384,21 @@ def test_the_heavy_ball_tuner_s_closed_form_is_the_expected_loss(decoupled):
         assert loss.stationary(eps[j : j + 1], beta[j : j + 1])[0] == pytest.approx(
             dynamics.steady_state_loss(p, opt, B), rel=1e-11
         )
+
+
+@pytest.mark.parametrize("family", ["sgd", "heavy_ball"])
+def test_with_the_optimum_at_zero_a_tuned_decay_runs_to_the_top_of_its_range(family):
+    """With θ* = 0 the decay pulls towards the optimum itself, so it only adds curvature: the tuned λ sits at the top
+    of the searched range (h_max) or near it, and the runs are far shorter than without decay (the docstring's warning).
+    With θ* away from 0 SGD's search settles far below it."""
+    h = 1.0 / np.arange(1, 41)
+    target = 0.12 * 0.5 * h.sum()
+    batches = np.array([4.0])
+    at_zero = nqm.NoisyQuadratic(h, h.copy())
+    runs = dynamics.optimal_steps_to_target(at_zero, target, batches, family=family, weight_decay="tune")
+    assert np.all(runs.weight_decay > 0.5 * h.max())
+    plain = dynamics.optimal_steps_to_target(at_zero, target, batches, family=family)
+    assert np.all(4 * runs.steps < plain.steps)
+    if family == "sgd":  # (heavy ball's search away from 0 is held by the tests above)
+        away = dynamics.optimal_steps_to_target(_tuning_problem(), target, batches, weight_decay="tune")
+        assert np.all(away.weight_decay < 0.5 * h.max())

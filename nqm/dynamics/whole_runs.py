@@ -1195,10 +1195,14 @@ def optimal_steps_to_target(
     ``weight_decay``: for SGD, λ held at a number or ``"tune"``d on log λ over [10⁻³·h_min, h_max], coupled or
     ``decoupled`` (:mod:`nqm.optim`); for heavy ball, λ held or tuned the same way (coupled or decoupled) with ε
     and β (tuned: golden sections on log λ around the (ε, β) search, one batch size at a time, 18 times the cost
-    of a held λ). The
-    runs start from E[θ₀] = θ* (the problem's ``optimum``, towards which the decay does not pull) and are searched
-    as the momentum families are, on closed forms (:class:`~nqm.dynamics.DecayedSgdMoments`; heavy ball's at the
-    curvature h + λ plus its mean's path). With θ* = 0, decay only adds curvature and a tuned λ runs to h_max.
+    of a held λ). The runs start from E[θ₀] = θ* (the problem's ``optimum``); the decay pulls towards 0, so where
+    θ* ≠ 0 the mean leaves θ* for the decay's fixed point. They are searched as the momentum families are, on
+    closed forms (:class:`~nqm.dynamics.DecayedSgdMoments`; heavy ball's at the curvature h + λ plus its mean's
+    path). With θ* = 0 the decay pulls towards the optimum itself: it only adds curvature, so a tuned λ goes to
+    the top of its range, h_max, or near it, and the runs take a few steps (on Zhang's problem with d = 1000 and
+    target 0.01, 2 or 3 steps for SGD and heavy ball at B = 64 … 16384, against 57 to 6143 for heavy ball without
+    decay). Give the problem an ``optimum`` away from 0 to see what decay trades (there, with θ* = 1, a tuned λ of
+    about 2·10⁻⁵ takes heavy ball to 6083 steps at B = 64).
 
     References: Zhang et al. 2019 (arXiv:1907.04164), Fig. 2–3 (SGD), 5 (momentum), 7 (EMA);
     McCandlish et al. 2018, §2.3.
