@@ -978,9 +978,8 @@ def _ripple_descent(loss: _TunedLoss, target, crossing, eps, s, lo, hi):
         cap_row = loss.take(np.full(s_row.size, i)).feasible_lr(loss.hp_of(s_row), target)
         eps_g, s_g, cap_g = np.broadcast_arrays(eps[i] * np.exp(z)[None, :], s_row[:, None], cap_row[:, None])
         keep = eps_g <= cap_g
+        # never empty: at the search's own s the window starts 4% below its ε, which is under that s's cap
         eps_g, s_g, cap_g = eps_g[keep], s_g[keep], cap_g[keep]
-        if not eps_g.size:
-            continue
         curve = loss.take(np.full(eps_g.size, i)).curve(eps_g, loss.hp_of(s_g))
         hit = _fixed_step_descent(curve, eps_g.size, target, start)
         if hit is None:
