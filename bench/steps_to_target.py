@@ -7,14 +7,19 @@ bisection on the integer step count; momentum's E[L_k] by powering each bin's 4 
 (``numpy.linalg.matrix_power``). The naive momentum search is timed on every fifth batch size (it takes
 minutes) and compared per batch size.
 nqm: ``optimal_steps_to_target`` (Newton on L = target, ∂L/∂ε = 0), on the binned problem and on the full
-spectrum. Accuracy: against a fine reference on the full spectrum (exact integer steps of ``steps_to_target``
-on a 401-point grid of ε within ±2% of the optimum). Usage: ``python bench/steps_to_target.py [--json]``.
+spectrum; for heavy ball with its (ε, β) search compiled where numba is installed (``pip install 'nqm[fast]'``) and
+with the NumPy search, whose steps must be the same. Accuracy: against a fine reference on the full spectrum
+(exact integer steps of ``steps_to_target`` on a 401-point grid of ε within ±2% of the optimum).
+Usage: ``python bench/steps_to_target.py [--json]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import json
+import os
 import time
 
 import numpy as np
@@ -31,6 +36,24 @@ def binned(p: nqm.NoisyQuadratic, bins: int = 100) -> tuple[nqm.NoisyQuadratic, 
     """The binned problem (C = H) and the per-bin multiplicities, which are its initial variances."""
     h, n = nqm.spectra.geometric_bins(p.h, bins)
     return nqm.NoisyQuadratic(h, n * h), n
+
+
+def heavy_ball_runs(problem, **kwargs):
+    return dynamics.optimal_steps_to_target(problem, TARGET, BATCHES, family="heavy_ball", **kwargs)
+
+
+@contextlib.contextmanager
+def numpy_search():
+    """The tuners' search in NumPy even where numba is installed (``NQM_COMPILED=0``)."""
+    before = os.environ.get("NQM_COMPILED")
+    os.environ["NQM_COMPILED"] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["NQM_COMPILED"]
+        else:
+            os.environ["NQM_COMPILED"] = before
 
 
 def naive_steps(p, lr, batch, target, init_var) -> float:
@@ -134,11 +157,21 @@ def main() -> None:
     t_full, ours = timed(lambda: dynamics.optimal_steps_to_target(full, TARGET, BATCHES))
     subset = BATCHES[::5]
     t_naive_mom, (naive_mom, naive_choice) = timed(lambda: naive_momentum_optimum(small, counts, subset), repeats=1)
+    # heavy ball as installed (the search compiled where numba is), and with the NumPy search for comparison; the
+    # first call compiles (numba caches it on disk), so it is timed apart
+    compiled = importlib.util.find_spec("numba") is not None
+    t_first = timed(lambda: heavy_ball_runs(small, init_var=counts), repeats=1)[0]
     t_mom_binned, mom_binned = timed(
-        lambda: dynamics.optimal_steps_to_target(small, TARGET, BATCHES, init_var=counts, family="heavy_ball"),
-        repeats=5,
-        label="momentum, nqm binned",
+        lambda: heavy_ball_runs(small, init_var=counts), repeats=5, label="momentum, nqm binned"
     )
+    t_mom_full, mom_full = timed(lambda: heavy_ball_runs(full), repeats=5, label="momentum, nqm full spectrum")
+    with numpy_search():
+        t_np_binned, np_binned = timed(
+            lambda: heavy_ball_runs(small, init_var=counts), repeats=5, label="momentum, nqm binned, NumPy search"
+        )
+        t_np_full, np_full = timed(
+            lambda: heavy_ball_runs(full), repeats=5, label="momentum, nqm full spectrum, NumPy search"
+        )
     # what the naive answers are worth: exact first hits at the (ε, β) it chose, on its own binned problem
     naive_mom_exact = np.array(
         [  # capped at 4× nqm's optimum on the same problem (inf: slower than that, or never)
@@ -147,11 +180,6 @@ def main() -> None:
             )
             for (e, beta), b, cap in zip(naive_choice, subset, mom_binned.steps[::5])
         ]
-    )
-    t_mom_full, mom_full = timed(
-        lambda: dynamics.optimal_steps_to_target(full, TARGET, BATCHES, family="heavy_ball"),
-        repeats=5,
-        label="momentum, nqm full spectrum",
     )
     per_b_naive = t_naive_mom / subset.size
     reference = np.array(
@@ -185,6 +213,13 @@ def main() -> None:
             "seconds per batch size, nqm full spectrum": t_mom_full / BATCHES.size,
             "speed-up, nqm binned vs naive binned": per_b_naive / (t_mom_binned / BATCHES.size),
             "speed-up, nqm full vs naive binned": per_b_naive / (t_mom_full / BATCHES.size),
+            "search compiled (numba installed)": compiled,
+            "first call, binned (includes compiling the search, or loading it from numba's cache)": t_first,
+            "speed-up, nqm binned with the NumPy search vs naive binned": per_b_naive / (t_np_binned / BATCHES.size),
+            "speed-up, nqm full with the NumPy search vs naive binned": per_b_naive / (t_np_full / BATCHES.size),
+            "compiled and NumPy searches give the same steps (binned and full)": bool(
+                np.array_equal(mom_binned.steps, np_binned.steps) and np.array_equal(mom_full.steps, np_full.steps)
+            ),
             "nqm binned ≤ the naive grid's reported steps (its matrix powers drift: see below)": bool(
                 np.all(mom_binned.steps[::5] <= naive_mom)
             ),
@@ -217,10 +252,10 @@ def main() -> None:
     for section in ("seconds", "speed-up", "agreement", "momentum"):
         print(section)
         for k, v in out[section].items():
-            print(f"  {k:72s} {v:.4g}" if not isinstance(v, bool) else f"  {k:72s} {v}")
+            print(f"  {k:90s} {v:.4g}" if not isinstance(v, bool) else f"  {k:90s} {v}")
     print("spread (best, worst of 5 runs; seconds for all batch sizes)")
     for k, (lo, hi) in SPREAD.items():
-        print(f"  {k:72s} {lo:.3f} {hi:.3f}")
+        print(f"  {k:90s} {lo:.3f} {hi:.3f}")
     print(f"{'B':>9s} {'nqm steps':>11s} {'naive steps':>12s} {'nqm ε':>9s} {'naive ε':>9s}")
     for b, s1, s2, e1, e2 in zip(BATCHES, ours.steps, naive, ours.lr, naive_lr):
         print(f"{b:9.0f} {s1:11.0f} {s2:12.0f} {e1:9.4f} {e2:9.4f}")

@@ -46,15 +46,15 @@ __all__ = ["heavy_ball_variance", "heavy_ball_stationary", "HeavyBallMoments"]
 
 #: Largest accepted condition (sum of absolute terms over the result) of forms 1–3: rounding then costs at most
 #: about 10⁴·10⁻¹⁶ relative.
-_MAX_CONDITION = 1e4
+MAX_CONDITION = 1e4
 #: Up to this many steps form 4 adds up the terms themselves (Faulhaber's sums lose digits at small t: 1% at
 #: t = 1 for the 35th power, none measurable from t = 8).
-_DIRECT_STEPS = 8
+DIRECT_STEPS = 8
 #: Form 4's series is used where t·|log β| and t·|ψ| are at most this; its orders below are chosen so that
 #: the first omitted term is under 10⁻¹⁸ there (0.5¹⁷/17! and s₈·(¼)⁸).
-_SERIES_RADIUS = 0.5
-_SERIES_N = 17  # powers of t·log β
-_SERIES_K = 8  # powers of t²ψ²
+SERIES_RADIUS = 0.5
+SERIES_N = 17  # powers of t·log β
+SERIES_K = 8  # powers of t²ψ²
 
 
 def heavy_ball_stationary(lam, noise_var, beta):
@@ -301,14 +301,14 @@ def _overdamped(t, table):
     noise, condition = _second_difference(em_plus * g_plus, em_mid * g_mid, em_minus * g_minus, prefactor)
     e = np.exp(rate)  # |r₁|^{2t}, not 1 + em_plus: W_t² needs it to full relative precision when tiny
     w_sq = e * (1 - 0.5 * a0 + kw * a0) ** 2
-    bad = ~(condition <= _MAX_CONDITION)
+    bad = ~(condition <= MAX_CONDITION)
     if bad.any():
         s_inf, k1, k2, k3, d, e_h = np.broadcast_to(table[[6, 7, 8, 9, 11, 12]], (6, *t.shape))[:, bad]
         e, a0 = e[bad], a0[bad]
         a1 = d + e_h * a0
         squares = k1 * a1 * a1 + k2 * a0 * a0
         backward = s_inf - e * (squares - k3 * a1 * a0)
-        good = s_inf + e * (squares + np.abs(k3) * a1 * a0) <= _MAX_CONDITION * backward
+        good = s_inf + e * (squares + np.abs(k3) * a1 * a0) <= MAX_CONDITION * backward
         redone = bad.copy()
         redone[bad] = good
         noise[redone], bad[redone] = backward[good], False
@@ -330,7 +330,7 @@ def _underdamped(t, table):
     squares = k1 * s1 * s1 + k2 * s0 * s0
     cross = k3 * s1 * s0
     noise = s_inf - e * (squares - cross)
-    bad = ~(s_inf + e * (squares + np.abs(cross)) <= _MAX_CONDITION * noise)
+    bad = ~(s_inf + e * (squares + np.abs(cross)) <= MAX_CONDITION * noise)
     w_sq = e * (cos_t + kappa_r * s0) ** 2
     if bad.any():
         c, g_re, g_im, g_mid, prefactor = np.broadcast_to(table[[1, 8, 9, 10, 11]], (5, *t.shape))[:, bad]
@@ -339,7 +339,7 @@ def _underdamped(t, table):
         z_re, z_im = em * (1 - 2 * s0 * s0) - 2 * s0 * s0, e * 2 * s0 * cos_t
         g_plus = (z_re * g_re - z_im * g_im) + 1j * (z_re * g_im + z_im * g_re)
         forward, condition = _second_difference(g_plus, em * g_mid, np.conj(g_plus), prefactor)
-        good = (condition <= _MAX_CONDITION) & ~critical
+        good = (condition <= MAX_CONDITION) & ~critical
         redone = bad.copy()
         redone[bad] = good
         noise[redone], bad[redone] = forward[good], False
@@ -362,9 +362,9 @@ def _near_critical_noise_sum(t, log_beta, psi_sq, sign):
     the split backward form where its condition is small, else the small-argument series (or the terms
     themselves)."""
     out, condition = _split_noise_sum(t, log_beta, psi_sq, sign)
-    rest = ~(condition <= _MAX_CONDITION)
-    small = (t * np.abs(log_beta) <= _SERIES_RADIUS) & (2 * t * np.sqrt(np.abs(psi_sq)) <= _SERIES_RADIUS)
-    series = rest & (t > _DIRECT_STEPS) & small
+    rest = ~(condition <= MAX_CONDITION)
+    small = (t * np.abs(log_beta) <= SERIES_RADIUS) & (2 * t * np.sqrt(np.abs(psi_sq)) <= SERIES_RADIUS)
+    series = rest & (t > DIRECT_STEPS) & small
     out[series] = _series_noise_sum(t[series], log_beta[series], psi_sq[series])
     direct = rest & ~series
     out[direct] = _direct_noise_sum(t[direct], log_beta[direct], psi_sq[direct])
@@ -448,9 +448,9 @@ def _faulhaber_table(top: int) -> np.ndarray:
     return table
 
 
-_FAULHABER = _faulhaber_table(2 * _SERIES_K + _SERIES_N + 2)
+FAULHABER = _faulhaber_table(2 * SERIES_K + SERIES_N + 2)
 #: sinh²x/x² = Σ_k s_k x^{2k}, s_k = 2^{2k+1}/(2k + 2)!
-_SINHC_SQ = np.array([2.0 ** (2 * k + 1) / factorial(2 * k + 2) for k in range(_SERIES_K + 1)])
+SINHC_SQUARED = np.array([2.0 ** (2 * k + 1) / factorial(2 * k + 2) for k in range(SERIES_K + 1)])
 
 
 def _series_noise_sum(t, log_beta, psi_sq):
@@ -465,13 +465,13 @@ def _series_noise_sum(t, log_beta, psi_sq):
     ct, zt2 = t * log_beta, t * t * psi_sq
     # as many orders as the largest arguments need for 10⁻¹⁸ (fewer than the maxima when t is small)
     n_top = _order(np.abs(ct).max(initial=0.0) ** _SERIES_NS / _FACTORIALS)
-    k_top = _order(_SINHC_SQ * np.abs(zt2).max(initial=0.0) ** _SERIES_KS)
+    k_top = _order(SINHC_SQUARED * np.abs(zt2).max(initial=0.0) ** _SERIES_KS)
     p_top = 2 * k_top + 2 + n_top
     inv_t = 1.0 / t
     powers = inv_t[:, None] ** np.arange(p_top + 1)[None, :]
-    p_hat = powers @ _FAULHABER[: p_top + 1, : p_top + 1].T  # (m, p): P_p(t)/t^{p+1}
+    p_hat = powers @ FAULHABER[: p_top + 1, : p_top + 1].T  # (m, p): P_p(t)/t^{p+1}
     ct_terms = ct[:, None] ** _SERIES_NS[: n_top + 1] / _FACTORIALS[: n_top + 1]  # (m, n): (ct)ⁿ/n!
-    zt2_terms = _SINHC_SQ[: k_top + 1] * zt2[:, None] ** _SERIES_KS[: k_top + 1]  # (m, k): s_k (zt²)^k
+    zt2_terms = SINHC_SQUARED[: k_top + 1] * zt2[:, None] ** _SERIES_KS[: k_top + 1]  # (m, k): s_k (zt²)^k
     total = np.einsum("mk,mn,mkn->m", zt2_terms, ct_terms, p_hat[:, _SERIES_P[: k_top + 1, : n_top + 1]])
     return t**3 * np.exp(-log_beta) * total / _sinhc_even(psi_sq, 1.0) ** 2
 
@@ -481,7 +481,7 @@ def _order(terms):
     return int(np.flatnonzero(terms >= 1e-18).max(initial=0))
 
 
-_SERIES_NS = np.arange(_SERIES_N + 1)
-_SERIES_KS = np.arange(_SERIES_K + 1)
+_SERIES_NS = np.arange(SERIES_N + 1)
+_SERIES_KS = np.arange(SERIES_K + 1)
 _FACTORIALS = np.array([float(factorial(n)) for n in _SERIES_NS])
 _SERIES_P = 2 * _SERIES_KS[:, None] + 2 + _SERIES_NS[None, :]  # the power summed by term (k, n)

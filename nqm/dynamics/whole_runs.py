@@ -27,6 +27,7 @@ E[L_t] oscillates); ``optimal_steps_to_target(family="heavy_ball" | "nesterov" |
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +61,7 @@ from .quadrature import compress_spectrum
 __all__ = ["steps_to_target", "optimal_steps_to_target", "OptimalRuns", "check_target"]
 
 _DENSE_CHUNK = 256
+_BRACKET_STRIDE = 0.02  # the crossings' bracket grows from a guess by 2% of it, doubling
 
 
 def check_target(target) -> float:
@@ -687,7 +689,7 @@ def _first_crossing(
     target,
     guess=None,
     max_steps=2.0**50,
-    stride: float = 0.02,
+    stride: float = _BRACKET_STRIDE,
     rel_tol: float = 0.0,
     max_narrowing: int | None = None,
 ):
@@ -840,36 +842,8 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
     fine = loss.compressed() if compress else loss
 
     lo, hi = (np.full(b.size, v) for v in loss.search_range())
-    # the best (t, s, ε, ε's upper end) seen by the outer search, per row
-    seen = [np.full(b.size, np.inf), lo.copy(), np.zeros(b.size), np.zeros(b.size)]
-
-    def best_lr(s, guess):
-        hp = search.hp_of(s)
-        eps_hi = search.feasible_lr(hp, target)
-        top = np.log(eps_hi)
-
-        def crossing(z, g):
-            return _first_crossing(
-                search, np.exp(z), hp, target, g, rel_tol=_SEARCH_RTOL, max_narrowing=_SEARCH_NARROWING
-            )[1]
-
-        # the optimum sits within a decade below the feasible edge in every family and problem we know of; where
-        # the search ends at that decade's low end, the rest of the range is searched too
-        z, t = _golden_min(crossing, top - _LR_NEAR, top, _INNER_STEPS, guess)
-        low = z < top - 0.95 * _LR_NEAR
-        if low.any():
-            z_far, t_far = _golden_min(crossing, top - np.log(_LR_DECADES), top - 0.9 * _LR_NEAR, _GOLDEN_STEPS, t)
-            take = low & (t_far < t)
-            z, t = np.where(take, z_far, z), np.where(take, t_far, t)
-        better = t < seen[0]
-        for field, value in zip(seen, (t, s, np.exp(z), eps_hi)):
-            field[better] = value[better]
-        return t
-
     held = bool(np.all(lo == hi))
-    best_lr(lo, None)  # the low end itself: at small B the optimum pushes β, γ → 1 (s → lo)
-    if not held:
-        _golden_min(best_lr, lo, hi, _OUTER_STEPS, seen[0])
+    seen = _searched(search, target, lo, hi)
     _, s, eps, eps_hi = seen
     # t(ε, hp) is jagged where E[L] still oscillates at the target (heavy ball's top coordinates ring for ~1/(1 − β)
     # steps). Short runs (a few hundred steps, at large B) are searched at fixed steps on a fine grid of ε, which finds
@@ -910,6 +884,74 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
         b, steps, b * steps, eps, cont, interior, **fields, family=loss.family, precond=loss.precond,
         decoupled=loss.decoupled,
     )  # fmt: skip
+
+
+def _searched(search: _TunedLoss, target, lo, hi) -> list[np.ndarray]:
+    """The nested search's best (continuous steps, s, ε, ε's upper end) per row: compiled
+    (:mod:`nqm.dynamics.heavy_ball_kernels`) for heavy ball where numba is installed and the environment variable
+    ``NQM_COMPILED`` is not ``0``, with NumPy (:func:`_nested_search`) otherwise and for the rows the compiled
+    search leaves to it. Both give the same crossings up to rounding (tests/test_compiled_search.py)."""
+    kernels = _compiled_kernels() if type(search) is _TunedLoss and search.family == "heavy_ball" else None
+    if kernels is None or not np.all(search.kappa > 0):  # flat directions (κ = 0) have no closed form there
+        return _nested_search(search, target, lo, hi)
+    seen, ok = kernels.search_heavy_ball(
+        search.kappa, search.noise, search.v0, search.half_h, target, lo, hi,
+        steps=(_INNER_STEPS, _GOLDEN_STEPS, _LR_NEAR, _LR_DECADES), outer=_OUTER_STEPS,
+        options=(_BRACKET_STRIDE, _SEARCH_RTOL, _SEARCH_NARROWING, _LOOSE_RTOL),
+    )  # fmt: skip
+    seen = list(seen)
+    if not ok.all():
+        rows = np.nonzero(~ok)[0]
+        for field, value in zip(seen, _nested_search(search.take(rows), target, lo[rows], hi[rows])):
+            field[rows] = value
+    return seen
+
+
+def _compiled_kernels():
+    """:mod:`nqm.dynamics.heavy_ball_kernels`, or None: where ``NQM_COMPILED=0``, or numba is not installed or
+    cannot be imported (a numba too old for the installed NumPy raises ImportError)."""
+    if os.environ.get("NQM_COMPILED", "1") == "0":
+        return None
+    try:
+        from . import heavy_ball_kernels
+    except ImportError:
+        return None
+    return heavy_ball_kernels
+
+
+def _nested_search(search: _TunedLoss, target, lo, hi) -> list[np.ndarray]:
+    """Golden sections on s (hp = ``search.hp_of(s)``) in [lo, hi] around golden sections on log ε below the
+    feasible step, vectorised over rows; returns the best (continuous steps, s, ε, ε's upper end) seen per row."""
+    n = lo.size
+    seen = [np.full(n, np.inf), lo.copy(), np.zeros(n), np.zeros(n)]
+
+    def best_lr(s, guess):
+        hp = search.hp_of(s)
+        eps_hi = search.feasible_lr(hp, target)
+        top = np.log(eps_hi)
+
+        def crossing(z, g):
+            return _first_crossing(
+                search, np.exp(z), hp, target, g, rel_tol=_SEARCH_RTOL, max_narrowing=_SEARCH_NARROWING
+            )[1]
+
+        # the optimum sits within a decade below the feasible edge in every family and problem we know of; where
+        # the search ends at that decade's low end, the rest of the range is searched too
+        z, t = _golden_min(crossing, top - _LR_NEAR, top, _INNER_STEPS, guess)
+        low = z < top - 0.95 * _LR_NEAR
+        if low.any():
+            z_far, t_far = _golden_min(crossing, top - np.log(_LR_DECADES), top - 0.9 * _LR_NEAR, _GOLDEN_STEPS, t)
+            take = low & (t_far < t)
+            z, t = np.where(take, z_far, z), np.where(take, t_far, t)
+        better = t < seen[0]
+        for field, value in zip(seen, (t, s, np.exp(z), eps_hi)):
+            field[better] = value[better]
+        return t
+
+    best_lr(lo, None)  # the low end itself: at small B the optimum pushes β, γ → 1 (s → lo)
+    if not np.all(lo == hi):
+        _golden_min(best_lr, lo, hi, _OUTER_STEPS, seen[0])
+    return seen
 
 
 def _patch(loss: _TunedLoss, fine: _TunedLoss, target, guess, eps, s, eps_hi, lo, hi):

@@ -1,0 +1,476 @@
+r"""The heavy-ball tuner's (ε, β) search compiled with numba, one batch size at a time (optional:
+``pip install 'nqm[fast]'``).
+
+It is the NumPy search of :func:`nqm.dynamics.optimal_steps_to_target` (``family="heavy_ball"``) written as loops:
+golden sections on s = log(1 − β) around golden sections on log ε below the feasible step, whose objective is the
+continuous first crossing of ``E[L_t] = target``, bracketed from the previous crossing and narrowed by
+interpolating log(E[L_t] − L∞) in t. The closed form per coordinate is :mod:`nqm.dynamics.heavy_ball`'s,
+
+.. math:: \mathbb E[x_t^2] = V_0 W_t^2 + q S_t,
+
+with the same four forms chosen in the same order: overdamped coordinates by the forward second difference (the
+backward sum where that cancels), underdamped ones by the backward sum (the forward form where that cancels), and
+where both cancel (nearly equal roots, few steps) the split backward form, the double series or the terms
+themselves. Rows are independent, so a batch size searched here gets the same crossings as in the vectorised
+search, up to rounding in the last bits (sums over coordinates are added in another order, the compiled
+transcendental functions are not NumPy's, and the series keeps its orders per coordinate). A row that meets a
+value none of the forms gives (NaN) is left to the caller, who searches it with NumPy.
+
+Numba compiles these functions on first use (about 6 s; cached on disk after that). Only
+:mod:`nqm.dynamics.whole_runs` imports this module, and only when numba is installed.
+
+Reference: Zhang et al. 2019 (arXiv:1907.04164), §3 and App. A (heavy ball on the NQM).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from .heavy_ball import DIRECT_STEPS, FAULHABER, MAX_CONDITION, SERIES_K, SERIES_N, SERIES_RADIUS, SINHC_SQUARED
+
+__all__ = ["search_heavy_ball"]
+
+_jit = numba.njit(cache=True, nogil=True, error_model="numpy")  # IEEE division: x/0 is inf or NaN, as in NumPy
+_OVER, _UNDER, _CRITICAL = 0, 1, 2  # a coordinate's roots: real and distinct, complex, equal
+
+
+@_jit
+def _stationary(eps, beta, kappa, noise, half_h):
+    """L∞ = ½Σh·X∞ with X∞ = (1 + β)q/((1 − β)λ((2 − λ) + 2β)), λ = εκ, q = ε²·noise."""
+    total = 0.0
+    for j in range(kappa.size):
+        lam = eps * kappa[j]
+        total += half_h[j] * ((1 + beta) * (eps * eps * noise[j]) / ((1 - beta) * lam * ((2 - lam) + 2 * beta)))
+    return total
+
+
+@_jit
+def _feasible_lr(beta, kappa, noise, half_h, target):
+    """The ε just below the stability edge 2(1 + β)/κ_max at which L∞ reaches the target: 42 halvings in log ε."""
+    edge = 2.0 * (1 + beta) / kappa.max() * (1 - 1e-9)
+    lo, hi = math.log(edge) - math.log(1e15), math.log(edge)
+    for _ in range(42):
+        mid = 0.5 * (lo + hi)
+        if not (_stationary(math.exp(mid), beta, kappa, noise, half_h) < target):
+            hi = mid
+        else:
+            lo = mid
+    return math.exp(lo)
+
+
+@_jit
+def _expm1_complex(x, y):
+    """expm1(x + iy) as (real, imaginary), the real part without cancellation: expm1(x)cos y − 2sin²(y/2)."""
+    a = math.sin(0.5 * y)
+    return math.expm1(x) * math.cos(y) - 2 * a * a, math.exp(x) * math.sin(y)
+
+
+@_jit
+def _tables(eps, beta, kappa, noise, v0, half_h, table, form):
+    """Per coordinate, the constants of E[x_t²] that do not depend on t (the NumPy module's tables), ½h·V₀ and
+    ½h·q in rows 14 and 15, and what the near-critical forms need, ψ² and σ, in rows 16 and 17."""
+    rho, c = math.sqrt(beta), math.log(beta)
+    for j in range(kappa.size):
+        lam = eps * kappa[j]
+        a = 1.0 + beta - lam
+        sign = -1.0 if a < 0 else 1.0
+        disc = (lam - ((1 - beta) / (1 + rho)) ** 2) * (lam - (1 + rho) ** 2)
+        s_inf = (1 + beta) / ((1 - beta) * lam * ((2 - lam) + 2 * beta))
+        c_inf = a * s_inf / (1 + beta)
+        kap = (1 - beta - lam) / (2 * sign * rho)
+        table[14, j] = half_h[j] * v0[j]
+        table[15, j] = half_h[j] * (eps * eps * noise[j])
+        table[17, j] = sign
+        if disc > 0:
+            form[j] = _OVER
+            psi = math.asinh(math.sqrt(disc) / (2 * rho))
+            table[16, j] = psi * psi
+            h = 2 * psi
+            d, e_h, e_psi = -math.expm1(-h), math.exp(-h), math.exp(-psi)
+            table[0, j], table[1, j] = h, c
+            table[2, j] = math.exp(c + h) / math.expm1(c + h)
+            table[3, j] = math.exp(c) / math.expm1(c)
+            table[4, j] = math.exp(c - h) / math.expm1(c - h)
+            table[5, j] = math.exp(-c) / (4 * math.sinh(psi) ** 2)
+            table[6, j] = s_inf
+            table[7, j] = s_inf / d**2
+            table[8, j] = s_inf * beta * e_h / d**2
+            table[9, j] = 2 * sign * rho * e_psi * c_inf / d**2
+            table[10, j] = kap * e_psi / d
+            table[11, j], table[12, j] = d, e_h
+        else:  # underdamped, or critical (R_n = n: sin φ taken as 1 in the constants)
+            form[j] = _UNDER if disc < 0 else _CRITICAL
+            root = math.sqrt(-disc)
+            phi = math.atan2(root, abs(a))
+            table[16, j] = -phi * phi
+            sin_phi = root / (2 * rho)
+            s2 = sin_phi**2 if disc < 0 else 1.0
+            den_re, den_im = _expm1_complex(c, 2 * phi)  # G(c + 2iφ) = e^{c + 2iφ}/expm1(c + 2iφ)
+            num_re, num_im = math.exp(c) * math.cos(2 * phi), math.exp(c) * math.sin(2 * phi)
+            norm = den_re * den_re + den_im * den_im
+            table[0, j], table[1, j], table[2, j] = phi, c, s_inf
+            table[3, j], table[4, j] = s_inf / s2, beta * s_inf / s2
+            table[5, j] = 2 * sign * rho * c_inf / s2
+            table[6, j] = kap / sin_phi if disc < 0 else kap
+            table[8, j] = (num_re * den_re + num_im * den_im) / norm
+            table[9, j] = (num_im * den_re - num_re * den_im) / norm
+            table[10, j] = math.exp(c) / math.expm1(c)
+            table[11, j] = -math.exp(-c) / (4 * sin_phi**2)
+            table[12, j], table[13, j] = math.cos(phi), math.sin(phi)
+
+
+@_jit
+def _loss_at(t, table, form):
+    """E[L_t] = Σ ½h(V₀W_t² + qS_t), each coordinate by the first of its forms whose condition is small."""
+    total = 0.0
+    for j in range(form.size):
+        if form[j] == _OVER:
+            h, c = table[0, j], table[1, j]
+            rate = t * (c + h)
+            em_plus, em_mid, a0 = math.expm1(rate), math.expm1(t * c), -math.expm1(-t * h)
+            em_minus = em_mid - (1 + em_mid) * a0
+            g_plus, g_mid, g_minus = em_plus * table[2, j], em_mid * table[3, j], em_minus * table[4, j]
+            diff = g_plus + g_minus - 2 * g_mid
+            noise = table[5, j] * diff
+            condition = (abs(g_plus) + 2 * abs(g_mid) + abs(g_minus)) / abs(diff)
+            e = math.exp(rate)
+            accurate = math.isfinite(noise) and condition <= MAX_CONDITION
+            if not accurate:  # the backward form
+                a1 = table[11, j] + table[12, j] * a0
+                squares = table[7, j] * a1 * a1 + table[8, j] * a0 * a0
+                backward = table[6, j] - e * (squares - table[9, j] * a1 * a0)
+                if table[6, j] + e * (squares + abs(table[9, j]) * a1 * a0) <= MAX_CONDITION * backward:
+                    noise, accurate = backward, True
+            g = 1 - 0.5 * a0 + table[10, j] * a0
+            w_sq = e * g * g
+        else:
+            critical = form[j] == _CRITICAL
+            c = table[1, j]
+            e = math.exp(t * c)
+            angle = t * table[0, j]
+            s0, cos_t = math.sin(angle), math.cos(angle)
+            s1 = s0 * table[12, j] + cos_t * table[13, j]
+            if critical:  # R_n = n
+                s1, s0, cos_t = t + 1, t, 1.0
+            squares = table[3, j] * s1 * s1 + table[4, j] * s0 * s0
+            cross = table[5, j] * s1 * s0
+            noise = table[2, j] - e * (squares - cross)
+            accurate = table[2, j] + e * (squares + abs(cross)) <= MAX_CONDITION * noise
+            if not accurate and not critical:  # the forward form, G(c + 2iφ)'s real part
+                em = math.expm1(t * c)
+                z_re, z_im = em * (1 - 2 * s0 * s0) - 2 * s0 * s0, e * 2 * s0 * cos_t
+                g_re = z_re * table[8, j] - z_im * table[9, j]
+                g_im = z_re * table[9, j] + z_im * table[8, j]
+                g_mid = em * table[10, j]
+                diff = 2 * g_re - 2 * g_mid
+                forward = table[11, j] * diff
+                condition = (2 * math.hypot(g_re, g_im) + 2 * abs(g_mid)) / abs(diff)
+                if math.isfinite(forward) and condition <= MAX_CONDITION:
+                    noise, accurate = forward, True
+            g = cos_t + table[6, j] * s0
+            w_sq = e * g * g
+        if t == 0:
+            noise = 0.0
+        elif not accurate:
+            noise = _near_critical_noise_sum(t, table[1, j], table[16, j], table[17, j])
+        total += table[14, j] * w_sq + (table[15, j] * noise if table[15, j] != 0 else 0.0)
+    return total
+
+
+@_jit
+def _cosh_even(z, k):
+    """cosh(k√z) for real z (cos(k√−z) when z < 0)."""
+    root = math.sqrt(abs(z))
+    return math.cosh(k * root) if z > 0 else math.cos(k * root)
+
+
+@_jit
+def _sinhc_even(z, k):
+    """sinh(k√z)/(k√z) for real z (sin(k√−z)/(k√−z) when z < 0; 1 at 0)."""
+    x = k * math.sqrt(abs(z))
+    if x == 0:
+        return 1.0
+    return math.sinh(x) / x if z > 0 else math.sin(x) / x
+
+
+@_jit
+def _near_critical_noise_sum(t, log_beta, psi_sq, sign):
+    """S_t where the backward and forward forms both cancel: the split backward form where its condition is
+    small, else the small-argument series (t > 8), else the terms themselves (:mod:`nqm.dynamics.heavy_ball`)."""
+    value, condition = _split_noise_sum(t, log_beta, psi_sq, sign)
+    if condition <= MAX_CONDITION:
+        return value
+    small = t * abs(log_beta) <= SERIES_RADIUS and 2 * t * math.sqrt(abs(psi_sq)) <= SERIES_RADIUS
+    if t > DIRECT_STEPS and small:
+        return _series_noise_sum(t, log_beta, psi_sq)
+    return _direct_noise_sum(t, log_beta, psi_sq)
+
+
+@_jit
+def _split_noise_sum(t, log_beta, psi_sq, sign):
+    """Form 3, the backward sum split at the roots' geometric mean, and its condition (inf where it fails)."""
+    beta = math.exp(log_beta)
+    r = sign * math.sqrt(beta)
+    one_minus = -math.expm1(log_beta)
+    p = one_minus**2 - 4 * beta * psi_sq * _sinhc_even(psi_sq, 1.0) ** 2
+    s_inf = (1 + beta) / (one_minus * p)
+    half = _cosh_even(psi_sq, 0.5)
+    a_sum = (0.5 / one_minus + one_minus * _cosh_even(psi_sq, 1.0) / (2 * p)) / half**2
+    shc_half = _sinhc_even(psi_sq, 0.5)
+    b_sum = (
+        beta
+        / (2 * r * half * _sinhc_even(psi_sq, 1.0))
+        * ((2.5 * _sinhc_even(psi_sq, 2.5) - 0.5 * beta * shc_half) / p - 0.5 * shc_half / one_minus)
+    )
+    r_t = math.exp(t * 0.5 * log_beta)
+    u_t = r_t * (t + 1) * _sinhc_even(psi_sq, t + 1) / _sinhc_even(psi_sq, 1.0)
+    v_t = r_t * _cosh_even(psi_sq, t + 0.5) / half
+    first, second, third = u_t * u_t * a_sum, 2 * r * u_t * v_t * b_sum, beta * v_t * v_t * s_inf
+    value = s_inf - (first + second + third)
+    condition = (s_inf + abs(first) + abs(second) + abs(third)) / abs(value)
+    if not (math.isfinite(condition) and p > 0):
+        condition = np.inf
+    return value, condition
+
+
+@_jit
+def _series_noise_sum(t, log_beta, psi_sq):
+    """Form 4's double series in (t·log β, t²ψ²) over Faulhaber's power sums, to terms of 10⁻¹⁸."""
+    ct, zt2 = t * log_beta, t * t * psi_sq
+    n_top, term = 0, 1.0
+    for n in range(1, SERIES_N + 1):
+        term *= abs(ct) / n
+        if term >= 1e-18:
+            n_top = n
+    k_top = 0
+    for k in range(1, SERIES_K + 1):
+        if SINHC_SQUARED[k] * abs(zt2) ** k >= 1e-18:
+            k_top = k
+    inv_t = 1.0 / t
+    total = 0.0
+    for k in range(k_top + 1):
+        ct_term = 1.0
+        for n in range(n_top + 1):
+            if n > 0:
+                ct_term *= ct / n
+            p = 2 * k + 2 + n
+            p_hat, power = 0.0, 1.0  # P_p(t)/t^{p+1} = Σ_i F[p, i] t^{−i}
+            for i in range(p + 1):
+                p_hat += power * FAULHABER[p, i]
+                power *= inv_t
+            total += SINHC_SQUARED[k] * zt2**k * ct_term * p_hat
+    return t**3 * math.exp(-log_beta) * total / _sinhc_even(psi_sq, 1.0) ** 2
+
+
+@_jit
+def _direct_noise_sum(t, log_beta, psi_sq):
+    """Form 4 for few steps: Σ_{j=1}^t e^{(j−1)log β}·j²·sinhc²(jψ)/sinhc²(ψ), term by term."""
+    total = 0.0
+    for j in range(1, int(t) + 1):
+        total += math.exp((j - 1) * log_beta) * j * j * _sinhc_even(psi_sq, float(j)) ** 2
+    return total / _sinhc_even(psi_sq, 1.0) ** 2
+
+
+@_jit
+def _first_crossing(eps, beta, row, guess, options, work):
+    """(continuous first crossing of E[L_t] = target, True): whole_runs' bracketing and narrowing for one row
+    (inf where the run is unstable or its stationary loss is not below the target); (NaN, False) where a
+    coordinate needs a form this module lacks."""
+    kappa, noise, v0, half_h, target = row
+    stride, rel_tol, narrowing, loose = options
+    table, form = work
+    if not (eps < 2.0 * (1 + beta) / kappa.max()):
+        return np.inf, True
+    l_inf = _stationary(eps, beta, kappa, noise, half_h)
+    if not (l_inf < target):
+        return np.inf, True
+    goal = math.log(target - l_inf)
+    _tables(eps, beta, kappa, noise, v0, half_h, table, form)
+    start = 0.0
+    for j in range(kappa.size):
+        start += half_h[j] * v0[j]
+    if start <= target:
+        return 0.0, True
+    y0 = math.log(max(start - l_inf, 1e-300)) - goal
+    k = max(math.ceil(guess if math.isfinite(guess) else 1.0), 1.0)
+    value = _loss_at(k, table, form)
+    if math.isnan(value):
+        return np.nan, False
+    y = math.log(max(value - l_inf, 1e-300)) - goal
+    below = value <= target
+    stride = max(math.ceil(stride * k), 1.0)
+    if below:
+        lo, hi, y_lo, y_hi = max(k - stride, 0.0), k, y0, y
+    else:
+        lo, hi, y_lo, y_hi = k, k + stride, y, y0
+    lo_ok, hi_ok = (not below) or lo == 0, below
+    while not (hi_ok and lo_ok):  # grow the bracket away from the guess, doubling the stride
+        probe = lo if hi_ok else hi
+        if not hi_ok and not probe < 2.0**50:
+            return np.inf, True
+        value = _loss_at(probe, table, form)
+        if math.isnan(value):
+            return np.nan, False
+        y = math.log(max(value - l_inf, 1e-300)) - goal
+        if not hi_ok:
+            if value <= target:
+                hi_ok, y_hi = True, y
+            else:
+                lo, y_lo, hi, stride = hi, y, hi + stride, 2 * stride
+        elif value <= target:
+            hi, y_hi, lo, stride = lo, y, max(lo - stride, 0.0), 2 * stride
+            if lo == 0:
+                lo_ok, y_lo = True, y0
+        else:
+            lo_ok, y_lo = True, y
+    moved_hi = False
+    # narrow: the interpolated root, rounded away from the side last moved; every third probe a bisection
+    for i in range(10**4):
+        tol = rel_tol if i < narrowing else loose
+        if not hi - lo > max(1.0, tol * hi):
+            break
+        r = lo + y_lo / (y_lo - y_hi) * (hi - lo)
+        k = math.floor(r) if moved_hi else math.ceil(r)
+        if i % 3 == 2 or not math.isfinite(k):
+            k = math.floor(0.5 * (lo + hi))
+        k = min(max(k, lo + 1), hi - 1)
+        value = _loss_at(k, table, form)
+        if math.isnan(value):
+            return np.nan, False
+        y = math.log(max(value - l_inf, 1e-300)) - goal
+        moved_hi = value <= target
+        if moved_hi:
+            hi, y_hi = k, y
+        else:
+            lo, y_lo = k, y
+    frac = y_lo / (y_lo - y_hi)
+    frac = min(max(frac, 0.0), 1.0) if math.isfinite(frac) else 1.0
+    return lo + frac * (hi - lo), True
+
+
+@_jit
+def _golden_lr(lo, hi, iterations, guess, beta, row, options, work):
+    """Golden sections on log ε in [lo, hi] for the fewest (continuous) steps at β: (log ε, steps, ok)."""
+    g = (math.sqrt(5) - 1) / 2
+    a, c = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, ok = _first_crossing(math.exp(a), beta, row, guess, options, work)
+    if not ok:
+        return np.nan, np.nan, False
+    fc, ok = _first_crossing(math.exp(c), beta, row, fa, options, work)
+    if not ok:
+        return np.nan, np.nan, False
+    for _ in range(iterations):
+        left = fa < fc
+        if left:
+            hi = c
+            z, near = hi - g * (hi - lo), fa
+        else:
+            lo = a
+            z, near = lo + g * (hi - lo), fc
+        f, ok = _first_crossing(math.exp(z), beta, row, near, options, work)
+        if not ok:
+            return np.nan, np.nan, False
+        if left:
+            a, c, fa, fc = z, a, f, fa
+        else:
+            a, c, fa, fc = c, z, fc, f
+    return (a, fa, True) if fa < fc else (c, fc, True)
+
+
+@_jit
+def _best_lr(s, guess, row, steps, options, seen, work):
+    """Fewest steps over ε at β = 1 − e^s (the decade below the feasible step, then the rest of the range where
+    the optimum sits at that decade's low end); the best (steps, s, ε, ε's upper end) so far kept in ``seen``."""
+    kappa, noise, v0, half_h, target = row
+    inner, far, near, decades = steps
+    beta = -math.expm1(s)
+    eps_hi = _feasible_lr(beta, kappa, noise, half_h, target)
+    top = math.log(eps_hi)
+    z, t, ok = _golden_lr(top - near, top, inner, guess, beta, row, options, work)
+    if ok and z < top - 0.95 * near:
+        z_far, t_far, ok = _golden_lr(top - math.log(decades), top - 0.9 * near, far, t, beta, row, options, work)
+        if t_far < t:
+            z, t = z_far, t_far
+    if ok and t < seen[0]:
+        seen[0], seen[1], seen[2], seen[3] = t, s, math.exp(z), eps_hi
+    return t, ok
+
+
+@_jit
+def _search_row(row, lo, hi, steps, outer, options, seen):
+    """The nested search for one batch size; False where it met a coordinate it cannot evaluate."""
+    work = (np.empty((18, row[0].size)), np.empty(row[0].size, dtype=np.int8))
+    seen[0] = np.inf
+    _, ok = _best_lr(lo, np.inf, row, steps, options, seen, work)  # s's low end: β → 1, where small batches go
+    if not ok:
+        return False
+    g = (math.sqrt(5) - 1) / 2
+    a, c = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, ok = _best_lr(a, seen[0], row, steps, options, seen, work)
+    if not ok:
+        return False
+    fc, ok = _best_lr(c, fa, row, steps, options, seen, work)
+    if not ok:
+        return False
+    for _ in range(outer):
+        left = fa < fc
+        if left:
+            hi = c
+            z, near = hi - g * (hi - lo), fa
+        else:
+            lo = a
+            z, near = lo + g * (hi - lo), fc
+        f, ok = _best_lr(z, near, row, steps, options, seen, work)
+        if not ok:
+            return False
+        if left:
+            a, c, fa, fc = z, a, f, fa
+        else:
+            a, c, fa, fc = c, z, fc, f
+    return True
+
+
+@_jit
+def _search_rows(kappa, noise, v0, half_h, target, lo, hi, steps, outer, options, rows, seen, ok):
+    for i in rows:
+        row = (kappa, noise[i], v0, half_h, target)
+        ok[i] = _search_row(row, lo[i], hi[i], steps, outer, options, seen[i])
+
+
+def search_heavy_ball(kappa, noise, v0, half_h, target, lo, hi, *, steps, outer, options):
+    """The heavy-ball tuner's nested search over (ε, s = log(1 − β)) for each batch size (row of ``noise``, the
+    injected variance per unit ε², (n, d)), on curvatures ``kappa`` (> 0), initial variances ``v0`` and loss weights
+    ``half_h`` (d,); s in [lo, hi] per row.
+
+    ``steps`` = (golden steps over the decade below the feasible ε, over the rest of the range, log of that decade,
+    the range's decades), ``outer`` the golden steps on s, ``options`` = (bracket stride, relative tolerance,
+    narrowing probes, looser tolerance) of the crossings. Returns ``seen``, (4, n): the best (continuous steps, s,
+    ε, ε's upper end) per row, and ``ok`` (n,): False for the rows to search with NumPy instead.
+
+    The rows are shared out over the usable cores, on threads (the compiled search releases the GIL): every
+    fourth row to the fourth thread, and so on, since rows differ in cost. Each row's result is the same on any
+    number of threads.
+    """
+    from ..montecarlo.parallel import run_tasks, thread_count
+
+    kappa, noise, v0, half_h, lo, hi = (
+        np.ascontiguousarray(x, dtype=np.float64) for x in (kappa, noise, v0, half_h, lo, hi)
+    )
+    n = noise.shape[0]
+    seen = np.full((n, 4), np.nan)
+    ok = np.zeros(n, dtype=np.bool_)
+    steps = (int(steps[0]), int(steps[1]), float(steps[2]), float(steps[3]))
+    options = (float(options[0]), float(options[1]), int(options[2]), float(options[3]))
+    outer, threads = int(outer), thread_count(None, n)
+
+    def task(first):
+        rows = np.arange(first, n, threads)
+        return lambda: _search_rows(
+            kappa, noise, v0, half_h, float(target), lo, hi, steps, outer, options, rows, seen, ok
+        )
+
+    run_tasks([task(first) for first in range(threads)], threads)
+    return seen.T.copy(), ok

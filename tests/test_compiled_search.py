@@ -1,0 +1,157 @@
+"""The heavy-ball tuner's search compiled with numba (``nqm[fast]``) against the NumPy search it mirrors: the same
+closed form at every step, the same (ε, β) and crossings per batch size, the same tuned steps."""
+
+import numpy as np
+import pytest
+
+import nqm
+from nqm import dynamics
+from nqm.dynamics import whole_runs
+from nqm.dynamics.heavy_ball import HeavyBallMoments
+
+kernels = pytest.importorskip("nqm.dynamics.heavy_ball_kernels", reason="numba is not installed")
+
+
+def _zhang_binned(d=2000, bins=60):
+    p = nqm.NoisyQuadratic.zhang2019(d)
+    h, n = nqm.spectra.geometric_bins(p.h, bins)
+    return nqm.NoisyQuadratic(h, n * h), n
+
+
+def _compiled_loss(eps, beta, kappa, noise, v0, half_h, steps):
+    table, form = np.empty((18, kappa.size)), np.empty(kappa.size, dtype=np.int8)
+    kernels._tables(eps, beta, kappa, noise, v0, half_h, table, form)
+    return np.array([kernels._loss_at(float(t), table, form) for t in steps])
+
+
+@pytest.mark.parametrize(
+    "beta, lam_scale",
+    [
+        (0.9, 0.5),  # underdamped top, overdamped tail
+        (0.999, 1.0),  # β → 1: small t·|log β| (series and direct forms)
+        (1 - 1e-6, 1.0),
+        (0.5, 3.0),  # λ near the edge 2(1 + β)
+        (0.99, 1e-3),  # mostly overdamped
+    ],
+)
+def test_compiled_closed_form_equals_numpy(beta, lam_scale):
+    """E[L_t] at t = 0 … 10⁶ from the compiled forms equals HeavyBallMoments' to 1e-12 relative, including near
+    critical damping, where both the forward and the backward forms cancel (curvatures chosen around
+    (1 − √β)², the double root). Planted: the underdamped cross term's sign flipped in the kernel fails it."""
+    rng = np.random.default_rng(0)
+    rho = np.sqrt(beta)
+    critical = (1 - rho) ** 2
+    lam = np.sort(np.concatenate([critical * (1 + rng.uniform(-1e-3, 1e-3, 20)), rng.uniform(1e-4, 1, 40)]))
+    lam = np.minimum(lam * lam_scale, 2 * (1 + beta) * (1 - 1e-6))
+    eps = 0.7
+    kappa = lam / eps
+    half_h = rng.uniform(0.1, 1.0, lam.size)
+    noise, v0 = rng.uniform(0, 1e-3, lam.size), rng.uniform(0.5, 2, lam.size)
+    steps = np.unique(np.concatenate([np.arange(0, 12), np.geomspace(12, 1e6, 40).round()]))
+    got = _compiled_loss(eps, beta, kappa, noise, v0, half_h, steps)
+    want = HeavyBallMoments(lam, eps**2 * noise, v0, beta).at(steps[:, None]) @ half_h
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def _searches(loss, target, lo, hi, monkeypatch):
+    monkeypatch.setenv("NQM_COMPILED", "0")
+    numpy_seen = whole_runs._searched(loss, target, lo, hi)
+    monkeypatch.setenv("NQM_COMPILED", "1")
+    return numpy_seen, whole_runs._searched(loss, target, lo, hi)
+
+
+@pytest.mark.parametrize("problem", ["binned", "power law, preconditioned", "compressed"])
+def test_compiled_search_finds_what_the_numpy_search_finds(problem, monkeypatch):
+    """Per batch size the compiled nested search ends at the NumPy search's (ε, s) with the same continuous
+    crossing (to 1e-10 relative: the sums over coordinates are added in another order), on a binned Zhang problem,
+    a preconditioned power law and a spectrum long enough to be searched compressed. Planted: the compiled bracket
+    stride doubled (0.04) fails it on the binned and the compressed problems."""
+    b = 2.0 ** np.arange(2, 21, 3)
+    if problem == "binned":
+        p, init_var = _zhang_binned()
+        loss = whole_runs._TunedLoss(p, b, init_var, None, "heavy_ball")
+    elif problem == "power law, preconditioned":
+        h = nqm.spectra.power_law(300, 1.5)
+        p = nqm.NoisyQuadratic(h, nqm.spectra.noise_power(h, exponent=0.5))
+        loss = whole_runs._TunedLoss(p, b, 1.0, p.h**-0.3, "heavy_ball")
+    else:
+        p = nqm.NoisyQuadratic.zhang2019(3000)
+        loss = whole_runs._TunedLoss(p, b, 1.0, None, "heavy_ball").compressed(**whole_runs._SEARCH_SIZES)
+    lo, hi = (np.full(b.size, v) for v in loss.search_range())
+    (t_np, s_np, eps_np, cap_np), (t_c, s_c, eps_c, cap_c) = _searches(loss, 0.02, lo, hi, monkeypatch)
+    assert np.all(np.isfinite(t_np))
+    np.testing.assert_allclose(t_c, t_np, rtol=1e-10)
+    np.testing.assert_allclose(s_c, s_np, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(eps_c, eps_np, rtol=1e-10)
+    np.testing.assert_allclose(cap_c, cap_np, rtol=1e-12)
+
+
+def test_tuned_heavy_ball_is_the_same_with_either_search(monkeypatch):
+    """optimal_steps_to_target's steps, (ε, β) and continuous crossings are the same with the compiled search and
+    with NumPy's, from short ringing runs (B = 2¹⁸) to long ones."""
+    p, init_var = _zhang_binned()
+    b = 2.0 ** np.arange(2, 21, 2)
+    runs = {}
+    for flag in ("0", "1"):
+        monkeypatch.setenv("NQM_COMPILED", flag)
+        runs[flag] = dynamics.optimal_steps_to_target(p, 0.02, b, family="heavy_ball", init_var=init_var)
+    np.testing.assert_array_equal(runs["1"].steps, runs["0"].steps)
+    np.testing.assert_allclose(runs["1"].lr, runs["0"].lr, rtol=1e-10)
+    np.testing.assert_allclose(runs["1"].momentum, runs["0"].momentum, rtol=1e-10)
+    np.testing.assert_allclose(runs["1"].steps_continuous, runs["0"].steps_continuous, rtol=1e-10)
+
+
+def test_rows_the_kernel_leaves_are_searched_with_numpy(monkeypatch):
+    """Rows the compiled search gives up on (ok False, NaN) get the NumPy search's result, the others keep the
+    kernel's. Planted: the NumPy results written to every row but the left ones fails it."""
+    p, init_var = _zhang_binned(bins=30)
+    b = 2.0 ** np.arange(4, 16, 3)
+    loss = whole_runs._TunedLoss(p, b, init_var, None, "heavy_ball")
+    lo, hi = (np.full(b.size, v) for v in loss.search_range())
+    monkeypatch.setenv("NQM_COMPILED", "0")
+    want = np.array(whole_runs._searched(loss, 0.02, lo, hi))
+    monkeypatch.setenv("NQM_COMPILED", "1")
+    real = kernels.search_heavy_ball
+    left = np.array([False, True, False, True])
+
+    def leaving_two(*args, **kwargs):
+        seen, ok = real(*args, **kwargs)
+        seen[:, left] = np.nan
+        return seen, ok & ~left
+
+    monkeypatch.setattr(kernels, "search_heavy_ball", leaving_two)
+    got = np.array(whole_runs._searched(loss, 0.02, lo, hi))
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_compiled_search_is_the_same_on_any_number_of_threads(threads, monkeypatch):
+    """Rows are shared out over threads (every k-th row to a thread): one, two or three threads give the same
+    results bit for bit, and every row is searched. Planted: the rows of the first thread skipped fails it."""
+    from nqm.montecarlo import parallel
+
+    p, init_var = _zhang_binned(bins=30)
+    b = 2.0 ** np.arange(2, 20, 2)
+    loss = whole_runs._TunedLoss(p, b, init_var, None, "heavy_ball")
+    lo, hi = (np.full(b.size, v) for v in loss.search_range())
+    args = (loss.kappa, loss.noise, loss.v0, loss.half_h, 0.02, lo, hi)
+    w = whole_runs
+    options = dict(
+        steps=(w._INNER_STEPS, w._GOLDEN_STEPS, w._LR_NEAR, w._LR_DECADES),
+        outer=w._OUTER_STEPS,
+        options=(w._BRACKET_STRIDE, w._SEARCH_RTOL, w._SEARCH_NARROWING, w._LOOSE_RTOL),
+    )
+    one, ok_one = kernels.search_heavy_ball(*args, **options)
+    used = []
+    real = parallel.run_tasks
+
+    def counted(tasks, n):
+        used.append(n)
+        return real(tasks, n)
+
+    monkeypatch.setattr(parallel, "thread_count", lambda _threads, n: min(threads, n))
+    monkeypatch.setattr(parallel, "run_tasks", counted)
+    many, ok_many = kernels.search_heavy_ball(*args, **options)
+    assert used == [threads]
+    assert ok_one.all() and ok_many.all() and np.all(np.isfinite(many))
+    np.testing.assert_array_equal(many, one)
