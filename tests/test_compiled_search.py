@@ -128,8 +128,6 @@ def test_rows_the_kernel_leaves_are_searched_with_numpy(monkeypatch):
 def test_compiled_search_is_the_same_on_any_number_of_threads(threads, monkeypatch):
     """Rows are shared out over threads (every k-th row to a thread): one, two or three threads give the same
     results bit for bit, and every row is searched. Planted: the rows of the first thread skipped fails it."""
-    from nqm.montecarlo import parallel
-
     p, init_var = _zhang_binned(bins=30)
     b = 2.0 ** np.arange(2, 20, 2)
     loss = whole_runs._TunedLoss(p, b, init_var, None, "heavy_ball")
@@ -143,15 +141,82 @@ def test_compiled_search_is_the_same_on_any_number_of_threads(threads, monkeypat
     )
     one, ok_one = kernels.search_heavy_ball(*args, **options)
     used = []
-    real = parallel.run_tasks
+    real = kernels.run_tasks
 
     def counted(tasks, n):
         used.append(n)
         return real(tasks, n)
 
-    monkeypatch.setattr(parallel, "thread_count", lambda _threads, n: min(threads, n))
-    monkeypatch.setattr(parallel, "run_tasks", counted)
+    monkeypatch.setattr(kernels, "thread_count", lambda _threads, n: min(threads, n))
+    monkeypatch.setattr(kernels, "run_tasks", counted)
     many, ok_many = kernels.search_heavy_ball(*args, **options)
     assert used == [threads]
     assert ok_one.all() and ok_many.all() and np.all(np.isfinite(many))
     np.testing.assert_array_equal(many, one)
+
+
+def _binned_loss(b, bins=60):
+    p, init_var = _zhang_binned(bins=bins)
+    return whole_runs._TunedLoss(p, np.asarray(b, dtype=float), init_var, None, "heavy_ball")
+
+
+def _random_points(loss, rng, m):
+    """m points (ε below the feasible step, β) with their batch sizes (rows of the loss)."""
+    which = rng.integers(0, loss.noise.shape[0], m)
+    beta = 1 - 10 ** rng.uniform(-3, -0.3, m)
+    feasible = loss.take(which).feasible_lr(beta, 0.02)
+    return rng.uniform(0.3, 1.0, m) * feasible, beta, which
+
+
+@pytest.mark.parametrize("options", [dict(), dict(stride=1e-9), dict(rel_tol=1e-4, max_narrowing=4)])
+def test_compiled_crossings_equal_numpy(options, monkeypatch):
+    """Integer first crossings (exact, or the bracket's end when narrowed to 1e-4) and continuous crossings of
+    random points, compiled (``_cross_points``) against NumPy's ``_first_crossing`` row by row. Planted: the
+    compiled narrowing rounding the interpolated root the other way fails it."""
+    rng = np.random.default_rng(1)
+    loss = _binned_loss(2.0 ** np.arange(0, 20, 3))
+    monkeypatch.setenv("NQM_COMPILED", "0")
+    eps, beta, which = _random_points(loss, rng, 40)
+    guess = np.full(eps.size, np.inf)
+    want = whole_runs._first_crossing(loss.take(which), eps, beta, 0.02, **options)
+    monkeypatch.setenv("NQM_COMPILED", "1")
+    kernels_loss = loss.take(which)  # one point per row: the compiled call crosses each at its own batch size
+    got = whole_runs._cross_points(kernels_loss, eps[None, :], beta[None, :], 0.02, guess[None, :], **options)
+    assert np.all(np.isfinite(want[0]))
+    np.testing.assert_array_equal(got[0][0], want[0])
+    np.testing.assert_allclose(got[1][0], want[1], rtol=1e-10)
+
+
+def test_compiled_scan_equals_numpy_scan(monkeypatch):
+    """The branch-and-bound scan for the first step with E[L_t] ≤ target, compiled against NumPy's, on runs whose
+    loss rings (an earlier dip hits before the crossing) and smooth ones, and None alike when over the budget.
+    Planted: the compiled underdamped envelope ignoring a zero of the cosine inside the interval fails it."""
+    rng = np.random.default_rng(2)
+    loss = _binned_loss(2.0 ** np.arange(4, 20, 3))
+    eps, beta, which = _random_points(loss, rng, 30)
+    beta[:10] = rng.uniform(0.3, 0.7, 10)  # fast ringing
+    hits = {}
+    for flag in ("0", "1"):
+        monkeypatch.setenv("NQM_COMPILED", flag)
+        hits[flag] = [
+            loss.first_hit_by_scan(int(i), e, h, 0.02, 4000, budget=budget)
+            for e, h, i in zip(eps, beta, which)
+            for budget in (np.inf, 1e3)
+        ]
+    assert hits["1"] == hits["0"]
+    assert sum(h is None for h in hits["0"]) > 5 and len({h for h in hits["0"] if h is not None}) > 10
+
+
+def test_fixed_step_curve_equals_numpy(monkeypatch):
+    """E[L_t] at a grid of points of one batch size, compiled (``fixed_step_curve``) against the NumPy curve, and
+    ``reaches`` saying whether one of them is at most the target."""
+    rng = np.random.default_rng(3)
+    loss = _binned_loss([4096.0])
+    eps, beta, _ = _random_points(loss, rng, 50)
+    curve = kernels.fixed_step_curve(eps, beta, loss.kappa, loss.noise[0], loss.v0, loss.half_h)
+    numpy_curve = loss.take(np.zeros(eps.size, dtype=int)).curve(eps, beta)
+    for t in (0, 1, 7, 30, 150, 2000):
+        values = curve(t)
+        np.testing.assert_allclose(values, numpy_curve(np.full(eps.size, float(t))), rtol=1e-12)
+        for target in (values.min() * 0.999, values.min(), np.median(values)):
+            assert curve.reaches(t, target) == bool(values.min() <= target)

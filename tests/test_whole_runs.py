@@ -534,14 +534,15 @@ def test_short_runs_find_the_troughs_of_the_ringing(monkeypatch):
 @given(st.lists(st.floats(1.0, 1e4), min_size=1, max_size=5), st.integers(2, 3000))
 def test_fixed_step_descent_finds_the_first_step_that_reaches(scales, start):
     """Rows of E[L_t] = a/t reach target 1 first at t = ⌈min a⌉: the gallop and the bisection below ``start`` find
-    that step exactly when it is below ``start`` (with the rows' values there), and nothing otherwise."""
+    that step exactly when it is below ``start``, and nothing otherwise; the rows' values at a step are kept."""
     from nqm.dynamics import whole_runs as wr
 
     a = np.array(scales)
-    hit = wr._fixed_step_descent(lambda t: a / t, a.size, 1.0, start)
+    values = wr._grid_values(lambda t: a / t, a.size)
+    hit = wr._fixed_step_descent(lambda t: values(t).min() <= 1.0, start)
     first = int(np.ceil(a.min()))
     if first >= start:
         assert hit is None
     else:
-        assert hit[0] == max(first, 1)
-        np.testing.assert_array_equal(hit[1], a / hit[0])
+        assert hit == max(first, 1)
+        np.testing.assert_array_equal(values(hit), a / hit)

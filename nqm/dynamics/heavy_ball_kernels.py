@@ -29,9 +29,10 @@ import math
 import numba
 import numpy as np
 
+from ..threads import run_tasks, thread_count
 from .heavy_ball import DIRECT_STEPS, FAULHABER, MAX_CONDITION, SERIES_K, SERIES_N, SERIES_RADIUS, SINHC_SQUARED
 
-__all__ = ["search_heavy_ball"]
+__all__ = ["search_heavy_ball", "cross_points", "fixed_step_curve", "first_hit_pruned", "feasible_lr"]
 
 _jit = numba.njit(cache=True, nogil=True, error_model="numpy")  # IEEE division: x/0 is inf or NaN, as in NumPy
 _OVER, _UNDER, _CRITICAL = 0, 1, 2  # a coordinate's roots: real and distinct, complex, equal
@@ -62,17 +63,11 @@ def _feasible_lr(beta, kappa, noise, half_h, target):
 
 
 @_jit
-def _expm1_complex(x, y):
-    """expm1(x + iy) as (real, imaginary), the real part without cancellation: expm1(x)cos y − 2sin²(y/2)."""
-    a = math.sin(0.5 * y)
-    return math.expm1(x) * math.cos(y) - 2 * a * a, math.exp(x) * math.sin(y)
-
-
-@_jit
 def _tables(eps, beta, kappa, noise, v0, half_h, table, form):
     """Per coordinate, the constants of E[x_t²] that do not depend on t (the NumPy module's tables), ½h·V₀ and
     ½h·q in rows 14 and 15, and what the near-critical forms need, ψ² and σ, in rows 16 and 17."""
     rho, c = math.sqrt(beta), math.log(beta)
+    exp_c, expm1_c, exp_minus_c = math.exp(c), math.expm1(c), math.exp(-c)  # β's, shared by every coordinate
     for j in range(kappa.size):
         lam = eps * kappa[j]
         a = 1.0 + beta - lam
@@ -92,9 +87,9 @@ def _tables(eps, beta, kappa, noise, v0, half_h, table, form):
             d, e_h, e_psi = -math.expm1(-h), math.exp(-h), math.exp(-psi)
             table[0, j], table[1, j] = h, c
             table[2, j] = math.exp(c + h) / math.expm1(c + h)
-            table[3, j] = math.exp(c) / math.expm1(c)
+            table[3, j] = exp_c / expm1_c
             table[4, j] = math.exp(c - h) / math.expm1(c - h)
-            table[5, j] = math.exp(-c) / (4 * math.sinh(psi) ** 2)
+            table[5, j] = exp_minus_c / (4 * math.sinh(psi) ** 2)
             table[6, j] = s_inf
             table[7, j] = s_inf / d**2
             table[8, j] = s_inf * beta * e_h / d**2
@@ -108,8 +103,10 @@ def _tables(eps, beta, kappa, noise, v0, half_h, table, form):
             table[16, j] = -phi * phi
             sin_phi = root / (2 * rho)
             s2 = sin_phi**2 if disc < 0 else 1.0
-            den_re, den_im = _expm1_complex(c, 2 * phi)  # G(c + 2iφ) = e^{c + 2iφ}/expm1(c + 2iφ)
-            num_re, num_im = math.exp(c) * math.cos(2 * phi), math.exp(c) * math.sin(2 * phi)
+            cos_phi, sin_phi_t, cos_2phi, sin_2phi = math.cos(phi), math.sin(phi), math.cos(2 * phi), math.sin(2 * phi)
+            # G(c + 2iφ) = e^{c + 2iφ}/expm1(c + 2iφ), with expm1(c + 2iφ) = expm1(c)cos 2φ − 2sin²φ + i·e^c sin 2φ
+            den_re, den_im = expm1_c * cos_2phi - 2 * sin_phi_t * sin_phi_t, exp_c * sin_2phi
+            num_re, num_im = exp_c * cos_2phi, exp_c * sin_2phi
             norm = den_re * den_re + den_im * den_im
             table[0, j], table[1, j], table[2, j] = phi, c, s_inf
             table[3, j], table[4, j] = s_inf / s2, beta * s_inf / s2
@@ -117,67 +114,76 @@ def _tables(eps, beta, kappa, noise, v0, half_h, table, form):
             table[6, j] = kap / sin_phi if disc < 0 else kap
             table[8, j] = (num_re * den_re + num_im * den_im) / norm
             table[9, j] = (num_im * den_re - num_re * den_im) / norm
-            table[10, j] = math.exp(c) / math.expm1(c)
-            table[11, j] = -math.exp(-c) / (4 * sin_phi**2)
-            table[12, j], table[13, j] = math.cos(phi), math.sin(phi)
+            table[10, j] = exp_c / expm1_c
+            table[11, j] = -exp_minus_c / (4 * sin_phi**2)
+            table[12, j], table[13, j] = cos_phi, sin_phi_t
 
 
 @_jit
 def _loss_at(t, table, form):
     """E[L_t] = Σ ½h(V₀W_t² + qS_t), each coordinate by the first of its forms whose condition is small."""
+    # every coordinate decays with the same log β (row 1): its exponentials are taken once
+    e_c, em_c = math.exp(t * table[1, 0]), math.expm1(t * table[1, 0])
     total = 0.0
     for j in range(form.size):
-        if form[j] == _OVER:
-            h, c = table[0, j], table[1, j]
-            rate = t * (c + h)
-            em_plus, em_mid, a0 = math.expm1(rate), math.expm1(t * c), -math.expm1(-t * h)
-            em_minus = em_mid - (1 + em_mid) * a0
-            g_plus, g_mid, g_minus = em_plus * table[2, j], em_mid * table[3, j], em_minus * table[4, j]
-            diff = g_plus + g_minus - 2 * g_mid
-            noise = table[5, j] * diff
-            condition = (abs(g_plus) + 2 * abs(g_mid) + abs(g_minus)) / abs(diff)
-            e = math.exp(rate)
-            accurate = math.isfinite(noise) and condition <= MAX_CONDITION
-            if not accurate:  # the backward form
-                a1 = table[11, j] + table[12, j] * a0
-                squares = table[7, j] * a1 * a1 + table[8, j] * a0 * a0
-                backward = table[6, j] - e * (squares - table[9, j] * a1 * a0)
-                if table[6, j] + e * (squares + abs(table[9, j]) * a1 * a0) <= MAX_CONDITION * backward:
-                    noise, accurate = backward, True
-            g = 1 - 0.5 * a0 + table[10, j] * a0
-            w_sq = e * g * g
-        else:
-            critical = form[j] == _CRITICAL
-            c = table[1, j]
-            e = math.exp(t * c)
-            angle = t * table[0, j]
-            s0, cos_t = math.sin(angle), math.cos(angle)
-            s1 = s0 * table[12, j] + cos_t * table[13, j]
-            if critical:  # R_n = n
-                s1, s0, cos_t = t + 1, t, 1.0
-            squares = table[3, j] * s1 * s1 + table[4, j] * s0 * s0
-            cross = table[5, j] * s1 * s0
-            noise = table[2, j] - e * (squares - cross)
-            accurate = table[2, j] + e * (squares + abs(cross)) <= MAX_CONDITION * noise
-            if not accurate and not critical:  # the forward form, G(c + 2iφ)'s real part
-                em = math.expm1(t * c)
-                z_re, z_im = em * (1 - 2 * s0 * s0) - 2 * s0 * s0, e * 2 * s0 * cos_t
-                g_re = z_re * table[8, j] - z_im * table[9, j]
-                g_im = z_re * table[9, j] + z_im * table[8, j]
-                g_mid = em * table[10, j]
-                diff = 2 * g_re - 2 * g_mid
-                forward = table[11, j] * diff
-                condition = (2 * math.hypot(g_re, g_im) + 2 * abs(g_mid)) / abs(diff)
-                if math.isfinite(forward) and condition <= MAX_CONDITION:
-                    noise, accurate = forward, True
-            g = cos_t + table[6, j] * s0
-            w_sq = e * g * g
-        if t == 0:
-            noise = 0.0
-        elif not accurate:
-            noise = _near_critical_noise_sum(t, table[1, j], table[16, j], table[17, j])
+        w_sq, noise = _parts(t, table, form, j, e_c, em_c)
         total += table[14, j] * w_sq + (table[15, j] * noise if table[15, j] != 0 else 0.0)
     return total
+
+
+@_jit
+def _parts(t, table, form, j, e_c, em_c):
+    """(W_t², S_t) of coordinate j; ``e_c``, ``em_c`` = exp, expm1 of t·log β."""
+    c = table[1, j]
+    if form[j] == _OVER:
+        h = table[0, j]
+        rate = t * (c + h)
+        em_plus, em_mid, a0 = math.expm1(rate), em_c, -math.expm1(-t * h)
+        em_minus = em_mid - (1 + em_mid) * a0
+        g_plus, g_mid, g_minus = em_plus * table[2, j], em_mid * table[3, j], em_minus * table[4, j]
+        diff = g_plus + g_minus - 2 * g_mid
+        noise = table[5, j] * diff
+        condition = (abs(g_plus) + 2 * abs(g_mid) + abs(g_minus)) / abs(diff)
+        e = math.exp(rate)
+        accurate = math.isfinite(noise) and condition <= MAX_CONDITION
+        if not accurate:  # the backward form
+            a1 = table[11, j] + table[12, j] * a0
+            squares = table[7, j] * a1 * a1 + table[8, j] * a0 * a0
+            backward = table[6, j] - e * (squares - table[9, j] * a1 * a0)
+            if table[6, j] + e * (squares + abs(table[9, j]) * a1 * a0) <= MAX_CONDITION * backward:
+                noise, accurate = backward, True
+        g = 1 - 0.5 * a0 + table[10, j] * a0
+        w_sq = e * g * g
+    else:
+        critical = form[j] == _CRITICAL
+        e = e_c
+        angle = t * table[0, j]
+        s0, cos_t = math.sin(angle), math.cos(angle)
+        s1 = s0 * table[12, j] + cos_t * table[13, j]
+        if critical:  # R_n = n
+            s1, s0, cos_t = t + 1, t, 1.0
+        squares = table[3, j] * s1 * s1 + table[4, j] * s0 * s0
+        cross = table[5, j] * s1 * s0
+        noise = table[2, j] - e * (squares - cross)
+        accurate = table[2, j] + e * (squares + abs(cross)) <= MAX_CONDITION * noise
+        if not accurate and not critical:  # the forward form, G(c + 2iφ)'s real part
+            em = em_c
+            z_re, z_im = em * (1 - 2 * s0 * s0) - 2 * s0 * s0, e * 2 * s0 * cos_t
+            g_re = z_re * table[8, j] - z_im * table[9, j]
+            g_im = z_re * table[9, j] + z_im * table[8, j]
+            g_mid = em * table[10, j]
+            diff = 2 * g_re - 2 * g_mid
+            forward = table[11, j] * diff
+            condition = (2 * math.hypot(g_re, g_im) + 2 * abs(g_mid)) / abs(diff)
+            if math.isfinite(forward) and condition <= MAX_CONDITION:
+                noise, accurate = forward, True
+        g = cos_t + table[6, j] * s0
+        w_sq = e * g * g
+    if t == 0:
+        noise = 0.0
+    elif not accurate:
+        noise = _near_critical_noise_sum(t, c, table[16, j], table[17, j])
+    return w_sq, noise
 
 
 @_jit
@@ -250,18 +256,19 @@ def _series_noise_sum(t, log_beta, psi_sq):
         if SINHC_SQUARED[k] * abs(zt2) ** k >= 1e-18:
             k_top = k
     inv_t = 1.0 / t
+    p_hat = np.zeros(2 * k_top + 3 + n_top)  # P_p(t)/t^{p+1} = Σ_i F[p, i] t^{−i}
+    for p in range(2, p_hat.size):
+        power = 1.0
+        for i in range(p + 1):
+            p_hat[p] += power * FAULHABER[p, i]
+            power *= inv_t
     total = 0.0
     for k in range(k_top + 1):
         ct_term = 1.0
         for n in range(n_top + 1):
             if n > 0:
                 ct_term *= ct / n
-            p = 2 * k + 2 + n
-            p_hat, power = 0.0, 1.0  # P_p(t)/t^{p+1} = Σ_i F[p, i] t^{−i}
-            for i in range(p + 1):
-                p_hat += power * FAULHABER[p, i]
-                power *= inv_t
-            total += SINHC_SQUARED[k] * zt2**k * ct_term * p_hat
+            total += SINHC_SQUARED[k] * zt2**k * ct_term * p_hat[2 * k + 2 + n]
     return t**3 * math.exp(-log_beta) * total / _sinhc_even(psi_sq, 1.0) ** 2
 
 
@@ -276,29 +283,30 @@ def _direct_noise_sum(t, log_beta, psi_sq):
 
 @_jit
 def _first_crossing(eps, beta, row, guess, options, work):
-    """(continuous first crossing of E[L_t] = target, True): whole_runs' bracketing and narrowing for one row
-    (inf where the run is unstable or its stationary loss is not below the target); (NaN, False) where a
-    coordinate needs a form this module lacks."""
+    """(first step, continuous crossing, True) of E[L_t] = target: whole_runs' bracketing and narrowing for one
+    row, the step being the bracket's upper end (the first integer crossing once the bracket is one step wide);
+    inf where the run is unstable or its stationary loss is not below the target; (NaN, NaN, False) where a value
+    is not a number (the caller's NumPy search takes the row over)."""
     kappa, noise, v0, half_h, target = row
     stride, rel_tol, narrowing, loose = options
     table, form = work
     if not (eps < 2.0 * (1 + beta) / kappa.max()):
-        return np.inf, True
+        return np.inf, np.inf, True
     l_inf = _stationary(eps, beta, kappa, noise, half_h)
     if not (l_inf < target):
-        return np.inf, True
+        return np.inf, np.inf, True
     goal = math.log(target - l_inf)
     _tables(eps, beta, kappa, noise, v0, half_h, table, form)
     start = 0.0
     for j in range(kappa.size):
         start += half_h[j] * v0[j]
     if start <= target:
-        return 0.0, True
+        return 0.0, 0.0, True
     y0 = math.log(max(start - l_inf, 1e-300)) - goal
     k = max(math.ceil(guess if math.isfinite(guess) else 1.0), 1.0)
     value = _loss_at(k, table, form)
     if math.isnan(value):
-        return np.nan, False
+        return np.nan, np.nan, False
     y = math.log(max(value - l_inf, 1e-300)) - goal
     below = value <= target
     stride = max(math.ceil(stride * k), 1.0)
@@ -310,10 +318,10 @@ def _first_crossing(eps, beta, row, guess, options, work):
     while not (hi_ok and lo_ok):  # grow the bracket away from the guess, doubling the stride
         probe = lo if hi_ok else hi
         if not hi_ok and not probe < 2.0**50:
-            return np.inf, True
+            return np.inf, np.inf, True
         value = _loss_at(probe, table, form)
         if math.isnan(value):
-            return np.nan, False
+            return np.nan, np.nan, False
         y = math.log(max(value - l_inf, 1e-300)) - goal
         if not hi_ok:
             if value <= target:
@@ -339,7 +347,7 @@ def _first_crossing(eps, beta, row, guess, options, work):
         k = min(max(k, lo + 1), hi - 1)
         value = _loss_at(k, table, form)
         if math.isnan(value):
-            return np.nan, False
+            return np.nan, np.nan, False
         y = math.log(max(value - l_inf, 1e-300)) - goal
         moved_hi = value <= target
         if moved_hi:
@@ -348,35 +356,49 @@ def _first_crossing(eps, beta, row, guess, options, work):
             lo, y_lo = k, y
     frac = y_lo / (y_lo - y_hi)
     frac = min(max(frac, 0.0), 1.0) if math.isfinite(frac) else 1.0
-    return lo + frac * (hi - lo), True
+    return hi, lo + frac * (hi - lo), True
+
+
+_GOLDEN = (math.sqrt(5) - 1) / 2
+
+
+@_jit
+def _golden_start(lo, hi):
+    """The two interior points of a golden section of [lo, hi] (whole_runs' ``_golden_min``)."""
+    return hi - _GOLDEN * (hi - lo), lo + _GOLDEN * (hi - lo)
+
+
+@_jit
+def _golden_next(lo, hi, a, c, fa, fc):
+    """One golden-section step: the bracket kept (left of c where f(a) < f(c), else right of a), the new point,
+    the value of the kept point next to it (the new crossing's guess) and whether the left part was kept."""
+    if fa < fc:
+        return lo, c, c - _GOLDEN * (c - lo), fa, True
+    return a, hi, a + _GOLDEN * (hi - a), fc, False
+
+
+@_jit
+def _golden_keep(left, z, f, a, c, fa, fc):
+    """The interior points and their values after evaluating the new point z (f)."""
+    return (z, a, f, fa) if left else (c, z, fc, f)
 
 
 @_jit
 def _golden_lr(lo, hi, iterations, guess, beta, row, options, work):
     """Golden sections on log ε in [lo, hi] for the fewest (continuous) steps at β: (log ε, steps, ok)."""
-    g = (math.sqrt(5) - 1) / 2
-    a, c = hi - g * (hi - lo), lo + g * (hi - lo)
-    fa, ok = _first_crossing(math.exp(a), beta, row, guess, options, work)
+    a, c = _golden_start(lo, hi)
+    _, fa, ok = _first_crossing(math.exp(a), beta, row, guess, options, work)
     if not ok:
         return np.nan, np.nan, False
-    fc, ok = _first_crossing(math.exp(c), beta, row, fa, options, work)
+    _, fc, ok = _first_crossing(math.exp(c), beta, row, fa, options, work)
     if not ok:
         return np.nan, np.nan, False
     for _ in range(iterations):
-        left = fa < fc
-        if left:
-            hi = c
-            z, near = hi - g * (hi - lo), fa
-        else:
-            lo = a
-            z, near = lo + g * (hi - lo), fc
-        f, ok = _first_crossing(math.exp(z), beta, row, near, options, work)
+        lo, hi, z, near, left = _golden_next(lo, hi, a, c, fa, fc)
+        _, f, ok = _first_crossing(math.exp(z), beta, row, near, options, work)
         if not ok:
             return np.nan, np.nan, False
-        if left:
-            a, c, fa, fc = z, a, f, fa
-        else:
-            a, c, fa, fc = c, z, fc, f
+        a, c, fa, fc = _golden_keep(left, z, f, a, c, fa, fc)
     return (a, fa, True) if fa < fc else (c, fc, True)
 
 
@@ -407,8 +429,7 @@ def _search_row(row, lo, hi, steps, outer, options, seen):
     _, ok = _best_lr(lo, np.inf, row, steps, options, seen, work)  # s's low end: β → 1, where small batches go
     if not ok:
         return False
-    g = (math.sqrt(5) - 1) / 2
-    a, c = hi - g * (hi - lo), lo + g * (hi - lo)
+    a, c = _golden_start(lo, hi)
     fa, ok = _best_lr(a, seen[0], row, steps, options, seen, work)
     if not ok:
         return False
@@ -416,20 +437,11 @@ def _search_row(row, lo, hi, steps, outer, options, seen):
     if not ok:
         return False
     for _ in range(outer):
-        left = fa < fc
-        if left:
-            hi = c
-            z, near = hi - g * (hi - lo), fa
-        else:
-            lo = a
-            z, near = lo + g * (hi - lo), fc
+        lo, hi, z, near, left = _golden_next(lo, hi, a, c, fa, fc)
         f, ok = _best_lr(z, near, row, steps, options, seen, work)
         if not ok:
             return False
-        if left:
-            a, c, fa, fc = z, a, f, fa
-        else:
-            a, c, fa, fc = c, z, fc, f
+        a, c, fa, fc = _golden_keep(left, z, f, a, c, fa, fc)
     return True
 
 
@@ -450,12 +462,9 @@ def search_heavy_ball(kappa, noise, v0, half_h, target, lo, hi, *, steps, outer,
     narrowing probes, looser tolerance) of the crossings. Returns ``seen``, (4, n): the best (continuous steps, s,
     ε, ε's upper end) per row, and ``ok`` (n,): False for the rows to search with NumPy instead.
 
-    The rows are shared out over the usable cores, on threads (the compiled search releases the GIL): every
-    fourth row to the fourth thread, and so on, since rows differ in cost. Each row's result is the same on any
-    number of threads.
+    The rows are searched on threads, one task per row taken by the next free thread (the compiled search releases
+    the GIL, and rows differ in cost); each row's result is the same on any number of threads.
     """
-    from ..montecarlo.parallel import run_tasks, thread_count
-
     kappa, noise, v0, half_h, lo, hi = (
         np.ascontiguousarray(x, dtype=np.float64) for x in (kappa, noise, v0, half_h, lo, hi)
     )
@@ -464,13 +473,196 @@ def search_heavy_ball(kappa, noise, v0, half_h, target, lo, hi, *, steps, outer,
     ok = np.zeros(n, dtype=np.bool_)
     steps = (int(steps[0]), int(steps[1]), float(steps[2]), float(steps[3]))
     options = (float(options[0]), float(options[1]), int(options[2]), float(options[3]))
-    outer, threads = int(outer), thread_count(None, n)
+    outer = int(outer)
 
-    def task(first):
-        rows = np.arange(first, n, threads)
+    def task(i):
+        rows = np.array([i])
         return lambda: _search_rows(
             kappa, noise, v0, half_h, float(target), lo, hi, steps, outer, options, rows, seen, ok
         )
 
-    run_tasks([task(first) for first in range(threads)], threads)
+    run_tasks([task(i) for i in range(n)], thread_count(None, n))
     return seen.T.copy(), ok
+
+
+@_jit
+def _cross_each(eps, beta, which, guess, kappa, noise, v0, half_h, target, options, steps, cont, ok):
+    work = (np.empty((18, kappa.size)), np.empty(kappa.size, dtype=np.int8))
+    for m in range(eps.size):
+        row = (kappa, noise[which[m]], v0, half_h, target)
+        steps[m], cont[m], ok[m] = _first_crossing(eps[m], beta[m], row, guess[m], options, work)
+
+
+def cross_points(eps, beta, which, guess, kappa, noise, v0, half_h, target, *, options):
+    """(first step, continuous crossing, ok) of E[L_t] = target at points (ε, β) of batch sizes ``which`` (rows
+    of ``noise``), each bracketed from its ``guess``: whole_runs' ``_first_crossing``, ``options`` = (bracket
+    stride, relative tolerance, narrowing probes at that tolerance, looser tolerance after them)."""
+    eps, beta, guess = (np.ascontiguousarray(x, dtype=np.float64).ravel() for x in (eps, beta, guess))
+    kappa, noise, v0, half_h = (np.ascontiguousarray(x, dtype=np.float64) for x in (kappa, noise, v0, half_h))
+    which = np.ascontiguousarray(which, dtype=np.int64).ravel()
+    steps, cont, ok = np.empty(eps.size), np.empty(eps.size), np.empty(eps.size, dtype=np.bool_)
+    options = (float(options[0]), float(options[1]), int(options[2]), float(options[3]))
+    threads = thread_count(None, eps.size)
+
+    def task(first):  # every k-th point to the k-th thread: points are independent
+        part = slice(first, None, threads)
+        return lambda: _cross_each(
+            eps[part], beta[part], which[part], guess[part], kappa, noise, v0, half_h, float(target), options,
+            steps[part], cont[part], ok[part],
+        )  # fmt: skip
+
+    run_tasks([task(first) for first in range(threads)], threads)
+    return steps, cont, ok
+
+
+@_jit
+def _grid_tables(eps, beta, kappa, noise, v0, half_h, tables, forms):
+    for g in range(eps.size):
+        _tables(eps[g], beta[g], kappa, noise, v0, half_h, tables[g], forms[g])
+
+
+@_jit
+def _grid_values(t, tables, forms, out):
+    for g in range(out.size):
+        value = _loss_at(t, tables[g], forms[g])
+        out[g] = np.inf if math.isnan(value) else value
+
+
+@_jit
+def _grid_reaches(t, tables, forms, target):
+    for g in range(forms.shape[0]):
+        if _loss_at(t, tables[g], forms[g]) <= target:
+            return True
+    return False
+
+
+class _FixedStepCurve:
+    """E[L_t] at points (ε, β) of one batch size, at one t for all: ``curve(t)`` (inf where a value is not a
+    number) and ``curve.reaches(t, target)`` (whether one of them is at most ``target``: it stops at the first)."""
+
+    def __init__(self, tables, forms):
+        self.tables, self.forms = tables, forms
+
+    def __call__(self, t):
+        out = np.empty(self.forms.shape[0])
+        _grid_values(float(t), self.tables, self.forms, out)
+        return out
+
+    def reaches(self, t, target) -> bool:
+        return bool(_grid_reaches(float(t), self.tables, self.forms, float(target)))
+
+
+def fixed_step_curve(eps, beta, kappa, noise, v0, half_h) -> _FixedStepCurve:
+    """E[L_t] at points (ε, β) of one batch size (``noise``: its injected variance per unit ε², (d,)), with the
+    constants of each point computed once."""
+    eps, beta = (np.ascontiguousarray(x, dtype=np.float64).ravel() for x in (eps, beta))
+    kappa, noise, v0, half_h = (np.ascontiguousarray(x, dtype=np.float64) for x in (kappa, noise, v0, half_h))
+    tables, forms = np.empty((eps.size, 18, kappa.size)), np.empty((eps.size, kappa.size), dtype=np.int8)
+    _grid_tables(eps, beta, kappa, noise, v0, half_h, tables, forms)
+    return _FixedStepCurve(tables, forms)
+
+
+@_jit
+def _lower_bound(first, last, table, form):
+    """A lower bound of E[L_t] over the integers t in [first, last]: S_t ≥ S_first, and W_t² above its envelope
+    (:meth:`nqm.dynamics.heavy_ball.HeavyBallMoments.lower_bound`, whose arithmetic this follows), shrunk by 1e-9."""
+    e_c, em_c = math.exp(first * table[1, 0]), math.expm1(first * table[1, 0])
+    total = 0.0
+    for j in range(form.size):
+        w_first, noise = _parts(first, table, form, j, e_c, em_c)
+        if form[j] == _OVER:
+            h, c, kw = table[0, j], table[1, j], table[10, j]
+            g_first = 1 + (kw - 0.5) * -math.expm1(-first * h)
+            g_last = 1 + (kw - 0.5) * -math.expm1(-last * h)
+            w_min = math.exp(last * (c + h)) * min(g_first**2, g_last**2) if g_first * g_last > 0 else 0.0
+        elif form[j] == _UNDER:
+            phi, c, kappa_r = table[0, j], table[1, j], table[6, j]
+            delta = math.atan2(kappa_r, 1.0)
+            lo, hi = first * phi - delta, last * phi - delta
+            zero_inside = math.floor((hi - 0.5 * math.pi) / math.pi) >= math.ceil((lo - 0.5 * math.pi) / math.pi)
+            ends = min(math.cos(lo) ** 2, math.cos(hi) ** 2) * (1 + kappa_r**2)
+            w_min = 0.0 if zero_inside else math.exp(last * c) * ends
+        else:  # critical: W_t = ρ^t(1 + κt)
+            c, kappa_r = table[1, j], table[6, j]
+            line_first, line_last = 1 + kappa_r * first, 1 + kappa_r * last
+            w_min = math.exp(last * c) * min(line_first**2, line_last**2) if line_first * line_last > 0 else 0.0
+        w_min = min(w_min if math.isfinite(w_min) else 0.0, w_first)
+        total += (table[14, j] * w_min + (table[15, j] * noise if table[15, j] != 0 else 0.0)) * (1 - 1e-9)
+    return total
+
+
+@_jit
+def _first_hit_pruned(eps, beta, kappa, noise, v0, half_h, target, until, budget, leaf):
+    """whole_runs' ``_first_hit_pruned`` for one heavy-ball run: the first integer t < ``until`` with
+    E[L_t] ≤ target (``until`` if none), by branch and bound on intervals of t; −1 once more than ``budget``
+    coordinate-steps are spent; −2 where a value is not a number."""
+    table, form = np.empty((18, kappa.size)), np.empty(kappa.size, dtype=np.int8)
+    _tables(eps, beta, kappa, noise, v0, half_h, table, form)
+    d = kappa.size
+    stack = np.empty((256, 2), dtype=np.int64)  # (first, last); the leftmost interval on top
+    ends = np.empty(128, dtype=np.int64)
+    ends[0], n_ends, width = until, 1, leaf
+    while ends[n_ends - 1] > 0:  # widths one leaf, one leaf, two, four, … away from ``until``
+        ends[n_ends] = max(ends[n_ends - 1] - width, 0)
+        n_ends += 1
+        width = width if n_ends < 3 else 2 * width
+    top = 0
+    for i in range(n_ends - 1):
+        stack[top, 0], stack[top, 1] = ends[i + 1], ends[i] - 1
+        top += 1
+    spent = 0.0
+    while top > 0:
+        if spent > budget:
+            return -1
+        top -= 1
+        first, last = stack[top, 0], stack[top, 1]
+        if last < first:
+            continue
+        if last - first < leaf:
+            spent += (last - first + 1) * d
+            for t in range(first, last + 1):
+                value = _loss_at(float(t), table, form)
+                if math.isnan(value):
+                    return -2
+                if value <= target:
+                    return t
+            continue
+        spent += d
+        bound = _lower_bound(float(first), float(last), table, form)
+        if bound > target:
+            continue
+        middle = (first + last) // 2
+        stack[top, 0], stack[top, 1] = middle + 1, last
+        stack[top + 1, 0], stack[top + 1, 1] = first, middle
+        top += 2
+    return until
+
+
+def first_hit_pruned(eps, beta, kappa, noise, v0, half_h, target, until, budget, leaf):
+    """The first integer t < ``until`` at which the heavy-ball run (ε, β) of one batch size (``noise``, (d,)) has
+    E[L_t] ≤ target, ``until`` if none, by branch and bound with leaves of ``leaf`` steps: whole_runs'
+    ``_first_hit_pruned``. None where that would spend more than ``budget`` coordinate-steps; NaN where a value is
+    not a number (the caller's NumPy scan then decides)."""
+    kappa, noise, v0, half_h = (np.ascontiguousarray(x, dtype=np.float64) for x in (kappa, noise, v0, half_h))
+    budget = float(min(budget, 1e300))
+    hit = _first_hit_pruned(
+        float(eps), float(beta), kappa, noise, v0, half_h, float(target), int(until), budget, int(leaf)
+    )
+    return None if hit == -1 else (np.nan if hit == -2 else int(hit))
+
+
+@_jit
+def _feasible_lrs(beta, kappa, noise, half_h, target, out):
+    for i in range(beta.size):
+        out[i] = _feasible_lr(beta[i], kappa, noise[i], half_h, target[i])
+
+
+def feasible_lr(beta, kappa, noise, half_h, target):
+    """Per row of ``noise`` ((n, d)) and its β and target (scalars or (n,)), the ε just below the stability edge at
+    which the stationary loss reaches the target: whole_runs' ``_TunedLoss.feasible_lr`` (42 halvings in log ε)."""
+    n = noise.shape[0]
+    beta, target = (np.ascontiguousarray(np.broadcast_to(x, (n,)), dtype=np.float64) for x in (beta, target))
+    kappa, noise, half_h = (np.ascontiguousarray(x, dtype=np.float64) for x in (kappa, noise, half_h))
+    out = np.empty(n)
+    _feasible_lrs(beta, kappa, noise, half_h, target, out)
+    return out

@@ -47,6 +47,7 @@ from ..optim import (
     stable_lr_bound,
 )
 from ..problem import NoisyQuadratic, check_precond
+from ..threads import run_tasks, thread_count
 from .expected import DecayedSgdMoments, log_abs_one_minus, mean_path, second_moments, steady_state_loss
 from .moments import (
     EmaMoments,
@@ -438,6 +439,13 @@ class _TunedLoss:
         :meth:`TwoStateMoments.lower_bound`, :meth:`EmaMoments.lower_bound`) stays above the target are skipped:
         intervals (``_first_hit_pruned``) are searched left first and halved down to leaves of a few steps
         (``_scan_leaf``) that are evaluated step by step, so the first hit found is the first one."""
+        kernels = _kernels_for(self)
+        if kernels is not None:  # compiled, the same branch and bound; NaN: a value it cannot give, decided below
+            leaf = _scan_leaf(self.half_h.size)
+            hit = kernels.first_hit_pruned(eps, hp, self.kappa, self.noise[row], self.v0, self.half_h, target, until,
+                                           budget, leaf)  # fmt: skip
+            if not (isinstance(hit, float) and np.isnan(hit)):
+                return hit
         moments = self._moments(np.array(eps), np.array(hp), self.v0, row)
         if isinstance(moments, (HeavyBallMoments, TwoStateMoments, EmaMoments)):
             return _first_hit_pruned(moments, self.half_h, target, until, budget)
@@ -479,8 +487,12 @@ class _TunedLoss:
     def feasible_lr(self, hp, target):
         """Per row, the ε (just below the stability edge) at which the stationary loss reaches ``target``.
 
-        The stationary loss increases with ε, from 0 to ∞ at the edge: bisection in log ε, 42 halvings.
+        The stationary loss increases with ε, from 0 to ∞ at the edge: bisection in log ε, 42 halvings (compiled
+        where :func:`_kernels_for` gives the kernels).
         """
+        kernels = _kernels_for(self)
+        if kernels is not None:
+            return kernels.feasible_lr(hp, self.kappa, self.noise, self.half_h, target)
         edge = self.stability_edge(hp) * (1 - 1e-9)
         lo, hi = np.log(edge) - np.log(1e15), np.log(edge)
         for _ in range(42):  # 34.5·2⁻⁴² = 8e-12 in log ε
@@ -868,8 +880,11 @@ def _optimal_tuned(p, target, b, loss: _TunedLoss) -> OptimalRuns:
     # the target, an earlier dip can reach it: heavy ball on d = 10⁴ at B = 1024 hits 18 steps before its crossing).
     # The closed forms' lower bounds skip most steps; a scan that would cost more than 2^25 coordinate-steps (long
     # runs of a loss without a bound, or a bound too weak to prune) keeps the crossing.
-    for i in np.nonzero(np.isfinite(steps))[0]:
-        first = loss.first_hit_by_scan(i, eps[i], hp[i], target, int(steps[i]), budget=_SCAN_BUDGET)
+    rows = np.nonzero(np.isfinite(steps))[0]
+    scans = [
+        lambda i=i: loss.first_hit_by_scan(i, eps[i], hp[i], target, int(steps[i]), budget=_SCAN_BUDGET) for i in rows
+    ]  # on threads where the scan is compiled (it releases the GIL)
+    for i, first in zip(rows, run_tasks(scans, 1 if _kernels_for(loss) is None else thread_count(None, rows.size))):
         steps[i] = steps[i] if first is None else first
     adopted = np.nonzero(_reuse_smaller_batches(loss, b, target, steps, eps, s))[0]
     if adopted.size:  # their feasible steps and continuous crossings at their own batch sizes
@@ -891,8 +906,8 @@ def _searched(search: _TunedLoss, target, lo, hi) -> list[np.ndarray]:
     (:mod:`nqm.dynamics.heavy_ball_kernels`) for heavy ball where numba is installed and the environment variable
     ``NQM_COMPILED`` is not ``0``, with NumPy (:func:`_nested_search`) otherwise and for the rows the compiled
     search leaves to it. Both give the same crossings up to rounding (tests/test_compiled_search.py)."""
-    kernels = _compiled_kernels() if type(search) is _TunedLoss and search.family == "heavy_ball" else None
-    if kernels is None or not np.all(search.kappa > 0):  # flat directions (κ = 0) have no closed form there
+    kernels = _kernels_for(search)
+    if kernels is None:
         return _nested_search(search, target, lo, hi)
     seen, ok = kernels.search_heavy_ball(
         search.kappa, search.noise, search.v0, search.half_h, target, lo, hi,
@@ -905,6 +920,14 @@ def _searched(search: _TunedLoss, target, lo, hi) -> list[np.ndarray]:
         for field, value in zip(seen, _nested_search(search.take(rows), target, lo[rows], hi[rows])):
             field[rows] = value
     return seen
+
+
+def _kernels_for(loss: _TunedLoss):
+    """:mod:`nqm.dynamics.heavy_ball_kernels` where it computes ``loss`` (heavy ball without decay, no flat
+    directions: κ = 0 has no closed form there) and ``_compiled_kernels`` gives it; else None."""
+    if type(loss) is not _TunedLoss or loss.family != "heavy_ball" or not np.all(loss.kappa > 0):
+        return None
+    return _compiled_kernels()
 
 
 def _compiled_kernels():
@@ -1011,8 +1034,10 @@ def _ripple_descent(loss: _TunedLoss, target, crossing, eps, s, lo, hi):
     s ± 0.03; the smallest t < T at which some grid point has E[L_t] ≤ target is then found by galloping down and
     bisecting (:func:`_fixed_step_descent`)."""
     rows = np.nonzero(crossing <= _RIPPLE_STEPS)[0]
-    improved, points = [], []
-    for i in rows:
+    kernels = _kernels_for(loss)
+
+    def descend(i):
+        """Row i's best three grid points at the first step found (t, ε, s, ε's upper end), or None."""
         start = int(np.ceil(crossing[i]))
         step = _RIPPLE_RESOLUTION / start
         z = np.arange(np.floor(_RIPPLE_WINDOW[0] / step), np.ceil(_RIPPLE_WINDOW[1] / step) + 1) * step
@@ -1022,48 +1047,55 @@ def _ripple_descent(loss: _TunedLoss, target, crossing, eps, s, lo, hi):
         keep = eps_g <= cap_g
         # never empty: at the search's own s the window starts 4% below its ε, which is under that s's cap
         eps_g, s_g, cap_g = eps_g[keep], s_g[keep], cap_g[keep]
-        curve = loss.take(np.full(eps_g.size, i)).curve(eps_g, loss.hp_of(s_g))
-        hit = _fixed_step_descent(curve, eps_g.size, target, start)
-        if hit is None:
-            continue
-        t, values = hit
-        top = np.resize(np.argsort(values, kind="stable")[:3], 3)
-        improved.append(i)
-        points.append((np.full(3, float(t)), eps_g[top], s_g[top], cap_g[top]))
+        if kernels is None:
+            values = _grid_values(loss.take(np.full(eps_g.size, i)).curve(eps_g, loss.hp_of(s_g)), eps_g.size)
+            t = _fixed_step_descent(lambda t: values(t).min() <= target, start)
+        else:  # compiled: a step reaches the target as soon as one point does
+            values = kernels.fixed_step_curve(eps_g, loss.hp_of(s_g), loss.kappa, loss.noise[i], loss.v0, loss.half_h)
+            t = _fixed_step_descent(lambda t: values.reaches(t, target), start)
+        if t is None:
+            return None
+        top = np.resize(np.argsort(values(t), kind="stable")[:3], 3)
+        return np.full(3, float(t)), eps_g[top], s_g[top], cap_g[top]
+
+    # rows are independent: the compiled descents (which release the GIL) run on threads, one row each
+    threads = 1 if kernels is None else thread_count(None, rows.size)
+    found = run_tasks([lambda i=i: descend(i) for i in rows], threads)
+    improved = [i for i, point in zip(rows, found) if point is not None]
+    points = [point for point in found if point is not None]
     return np.array(improved, dtype=int), [np.stack(x, axis=1) for x in zip(*points)] if points else []
 
 
-def _fixed_step_descent(curve, n: int, target, start: int):
-    """The smallest t < ``start`` found at which one of the ``n`` rows of ``curve`` (t ↦ E[L_t] per row) reaches the
-    target, galloping down from start − 1 (steps 1, 2, 4, …) and then bisecting, with the rows' values there; None
-    where none reaches it at start − 1."""
-
-    def values(t):
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            v = curve(np.full(n, float(t)))
-        return np.where(np.isnan(v), np.inf, v)
-
+def _fixed_step_descent(reaches, start: int) -> int | None:
+    """The smallest t < ``start`` found with ``reaches(t)`` (some grid point has E[L_t] ≤ target), galloping down
+    from start − 1 (steps 1, 2, 4, …) and then bisecting; None where start − 1 does not reach."""
     good = start - 1
-    if good < 1:
-        return None
-    good_v = values(good)
-    if not good_v.min() <= target:
+    if good < 1 or not reaches(good):
         return None
     bad, stride = 0, 1
     while good - stride > 0:
-        v = values(good - stride)
-        if not v.min() <= target:
+        if not reaches(good - stride):
             bad = good - stride
             break
-        good, good_v, stride = good - stride, v, 2 * stride
+        good, stride = good - stride, 2 * stride
     while good - bad > 1:
         mid = (good + bad) // 2
-        v = values(mid)
-        if v.min() <= target:
-            good, good_v = mid, v
-        else:
-            bad = mid
-    return good, good_v
+        good, bad = (mid, bad) if reaches(mid) else (good, mid)
+    return good
+
+
+def _grid_values(curve, n: int):
+    """t ↦ E[L_t] at the ``n`` points of ``curve`` (NaN as inf), the last step's values kept for the caller."""
+
+    def values(t):
+        if values.last[0] != t:
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                v = curve(np.full(n, float(t)))
+            values.last = (t, np.where(np.isnan(v), np.inf, v))
+        return values.last[1]
+
+    values.last = (None, None)
+    return values
 
 
 def _reuse_smaller_batches(loss: _TunedLoss, b, target, steps, eps, s) -> np.ndarray:
@@ -1095,6 +1127,9 @@ def _cross_points(loss: _TunedLoss, eps, hp, target, guess, **options):
     one point): enough to share the calls' fixed costs, few enough that a call does not evaluate many finished
     rows while its slowest one narrows. Rows are independent, so the grouping changes no integer crossing.
     Returns (steps, continuous steps) shaped like ``eps``."""
+    kernels = _kernels_for(loss)
+    if kernels is not None:
+        return _cross_points_compiled(kernels, loss, eps, hp, target, guess, **options)
     shape, n = eps.shape, eps.shape[-1]
     eps, hp, guess = (np.reshape(x, (-1, n)) for x in (eps, hp, guess))
     per_call = max(1, _CROSS_ELEMENTS // (n * loss.v0.size))
@@ -1107,6 +1142,28 @@ def _cross_points(loss: _TunedLoss, eps, hp, target, guess, **options):
         )
         parts.append([x.reshape(size, n) for x in crossed])
     return tuple(np.concatenate(field).reshape(shape) for field in zip(*parts))
+
+
+def _cross_points_compiled(
+    kernels, loss: _TunedLoss, eps, hp, target, guess, stride=_BRACKET_STRIDE, rel_tol=0.0, max_narrowing=None
+):
+    """:func:`_cross_points` by :func:`nqm.dynamics.heavy_ball_kernels.cross_points`, point by point; points it
+    leaves (a value that is not a number) are crossed with :func:`_first_crossing`."""
+    shape, n = eps.shape, eps.shape[-1]
+    which = np.broadcast_to(np.arange(n), shape).ravel()
+    eps, hp, guess = (np.broadcast_to(x, shape).ravel() for x in (eps, hp, guess))
+    narrowing = np.iinfo(np.int64).max if max_narrowing is None else max_narrowing
+    steps, cont, ok = kernels.cross_points(
+        eps, hp, which, guess, loss.kappa, loss.noise, loss.v0, loss.half_h, target,
+        options=(stride, rel_tol, narrowing, _LOOSE_RTOL),
+    )  # fmt: skip
+    if not ok.all():
+        left = ~ok
+        steps[left], cont[left] = _first_crossing(
+            loss.take(which[left]), eps[left], hp[left], target, guess[left], stride=stride, rel_tol=rel_tol,
+            max_narrowing=max_narrowing,
+        )  # fmt: skip
+    return steps.reshape(shape), cont.reshape(shape)
 
 
 def _best_of(points, fallback):
