@@ -7,6 +7,7 @@ the teaching notebooks executed at small size in a kernel, which the site render
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import pkgutil
 import shutil
@@ -40,6 +41,8 @@ html_title = f"nqm {release}"
 html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
 exclude_patterns = ["_build", "_generated/notebooks/_work"]
 autodoc_member_order = "bysource"
+# the compiled tuner's kernels (nqm.dynamics.heavy_ball_kernels) need numba, an optional extra: mocked where absent
+autodoc_mock_imports = [] if importlib.util.find_spec("numba") else ["numba"]
 autodoc_typehints = "none"  # types are in the docstrings; signatures stay readable
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False

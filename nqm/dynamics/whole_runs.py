@@ -1288,7 +1288,10 @@ def optimal_steps_to_target(
     target no later at a smaller batch's hyper-parameters; where the search missed that (short, jagged runs at large
     B), a batch size takes the next smaller one's run where its first hit, checked step by step within the same
     budget, is sooner, so the steps do not grow with B. ``interior`` is False where ε or h sits at an end of its
-    range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed).
+    range (at small B the optimum pushes β, γ → 1 with ε/(1 − β) fixed). For heavy ball without weight decay all of
+    this runs compiled where numba is installed (``pip install 'nqm[fast]'``;
+    :mod:`nqm.dynamics.heavy_ball_kernels`): the same forms, steps and tolerances, batch sizes on threads, about 7×
+    faster on 100 coordinates, with the same steps and (ε, β) to 1e-10; ``NQM_COMPILED=0`` turns it off.
 
     ``weight_decay``: for SGD, λ held at a number or ``"tune"``d on log λ over [10⁻³·h_min, h_max], coupled or
     ``decoupled`` (:mod:`nqm.optim`); for heavy ball, λ held or tuned the same way (coupled or decoupled) with ε
