@@ -220,3 +220,29 @@ def test_fixed_step_curve_equals_numpy(monkeypatch):
         np.testing.assert_allclose(values, numpy_curve(np.full(eps.size, float(t))), rtol=1e-12)
         for target in (values.min() * 0.999, values.min(), np.median(values)):
             assert curve.reaches(t, target) == bool(values.min() <= target)
+
+
+def test_without_numba_the_tuners_run_in_numpy(monkeypatch):
+    """Where numba cannot be imported the tuner runs its NumPy search, with the same steps as ``NQM_COMPILED=0``,
+    and the failed import is not retried on every call. Planted: the import error let through fails it."""
+    import sys
+
+    import nqm.dynamics
+
+    p, init_var = _zhang_binned(bins=30)
+    b = np.array([16.0, 4096.0])
+    monkeypatch.setenv("NQM_COMPILED", "0")
+    want = dynamics.optimal_steps_to_target(p, 0.02, b, family="heavy_ball", init_var=init_var)
+    monkeypatch.setenv("NQM_COMPILED", "1")
+    monkeypatch.setitem(sys.modules, "numba", None)  # `import numba` raises ImportError
+    monkeypatch.delitem(sys.modules, "nqm.dynamics.heavy_ball_kernels")
+    monkeypatch.delattr(nqm.dynamics, "heavy_ball_kernels")
+    whole_runs._imported_kernels.cache_clear()
+    try:
+        assert whole_runs._compiled_kernels() is None
+        got = dynamics.optimal_steps_to_target(p, 0.02, b, family="heavy_ball", init_var=init_var)
+        assert whole_runs._imported_kernels.cache_info().misses == 1
+    finally:
+        whole_runs._imported_kernels.cache_clear()
+    np.testing.assert_array_equal(got.steps, want.steps)
+    np.testing.assert_array_equal(got.lr, want.lr)

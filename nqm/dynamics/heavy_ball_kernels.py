@@ -1,10 +1,13 @@
-r"""The heavy-ball tuner's (ε, β) search compiled with numba, one batch size at a time (optional:
-``pip install 'nqm[fast]'``).
+r"""Heavy ball's tuner compiled with numba, one batch size at a time (optional: ``pip install 'nqm[fast]'``).
 
-It is the NumPy search of :func:`nqm.dynamics.optimal_steps_to_target` (``family="heavy_ball"``) written as loops:
-golden sections on s = log(1 − β) around golden sections on log ε below the feasible step, whose objective is the
-continuous first crossing of ``E[L_t] = target``, bracketed from the previous crossing and narrowed by
-interpolating log(E[L_t] − L∞) in t. The closed form per coordinate is :mod:`nqm.dynamics.heavy_ball`'s,
+The steps of :func:`nqm.dynamics.optimal_steps_to_target` (``family="heavy_ball"``, no weight decay) written as
+loops: the nested search (golden sections on s = log(1 − β) around golden sections on log ε below the feasible
+step, whose objective is the continuous first crossing of ``E[L_t] = target``, bracketed from the previous
+crossing and narrowed by interpolating log(E[L_t] − L∞) in t) in ``search_heavy_ball``, the crossings of given
+points in ``cross_points``, E[L_t] over a grid at fixed t for the descent of short runs in
+``fixed_step_curve``, the feasible step in ``feasible_lr`` and the branch-and-bound scan of earlier steps
+in ``first_hit_pruned``. :mod:`nqm.dynamics.whole_runs` keeps the algorithm and its constants (passed in) and
+its NumPy code is the reference. The closed form per coordinate is :mod:`nqm.dynamics.heavy_ball`'s,
 
 .. math:: \mathbb E[x_t^2] = V_0 W_t^2 + q S_t,
 
@@ -16,8 +19,9 @@ search, up to rounding in the last bits (sums over coordinates are added in anot
 transcendental functions are not NumPy's, and the series keeps its orders per coordinate). A row that meets a
 value none of the forms gives (NaN) is left to the caller, who searches it with NumPy.
 
-Numba compiles these functions on first use (about 6 s; cached on disk after that). Only
-:mod:`nqm.dynamics.whole_runs` imports this module, and only when numba is installed.
+The functions release the GIL, so batch sizes (or points) run on threads (:mod:`nqm.threads`). Numba compiles
+them on first use (about 9 s; cached on disk after that). Only :mod:`nqm.dynamics.whole_runs` imports this
+module, and only when numba is installed.
 
 Reference: Zhang et al. 2019 (arXiv:1907.04164), §3 and App. A (heavy ball on the NQM).
 """

@@ -27,6 +27,7 @@ E[L_t] oscillates); ``optimal_steps_to_target(family="heavy_ball" | "nesterov" |
 from __future__ import annotations
 
 import copy
+import functools
 import os
 from dataclasses import dataclass
 
@@ -933,8 +934,12 @@ def _kernels_for(loss: _TunedLoss):
 def _compiled_kernels():
     """:mod:`nqm.dynamics.heavy_ball_kernels`, or None: where ``NQM_COMPILED=0``, or numba is not installed or
     cannot be imported (a numba too old for the installed NumPy raises ImportError)."""
-    if os.environ.get("NQM_COMPILED", "1") == "0":
-        return None
+    return None if os.environ.get("NQM_COMPILED", "1") == "0" else _imported_kernels()
+
+
+@functools.cache
+def _imported_kernels():
+    """The kernels' module, imported once (None where that fails: it is not retried on every call)."""
     try:
         from . import heavy_ball_kernels
     except ImportError:
