@@ -443,8 +443,9 @@ class _TunedLoss:
         kernels = _kernels_for(self)
         if kernels is not None:  # compiled, the same branch and bound; NaN: a value it cannot give, decided below
             leaf = _scan_leaf(self.half_h.size)
-            hit = kernels.first_hit_pruned(eps, hp, self.kappa, self.noise[row], self.v0, self.half_h, target, until,
-                                           budget, leaf)  # fmt: skip
+            hit = kernels.first_hit_pruned(
+                eps, hp, self.kappa, self.noise[row], self.v0, self.half_h, target, until, budget, leaf
+            )
             if not (isinstance(hit, float) and np.isnan(hit)):
                 return hit
         moments = self._moments(np.array(eps), np.array(hp), self.v0, row)
@@ -1091,15 +1092,16 @@ def _fixed_step_descent(reaches, start: int) -> int | None:
 
 def _grid_values(curve, n: int):
     """t ↦ E[L_t] at the ``n`` points of ``curve`` (NaN as inf), the last step's values kept for the caller."""
+    last = {}
 
     def values(t):
-        if values.last[0] != t:
+        if t not in last:
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 v = curve(np.full(n, float(t)))
-            values.last = (t, np.where(np.isnan(v), np.inf, v))
-        return values.last[1]
+            last.clear()
+            last[t] = np.where(np.isnan(v), np.inf, v)
+        return last[t]
 
-    values.last = (None, None)
     return values
 
 
