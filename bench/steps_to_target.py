@@ -7,8 +7,8 @@ bisection on the integer step count; momentum's E[L_k] by powering each bin's 4 
 (``numpy.linalg.matrix_power``). The naive momentum search is timed on every fifth batch size (it takes
 minutes) and compared per batch size.
 nqm: ``optimal_steps_to_target`` (Newton on L = target, ∂L/∂ε = 0), on the binned problem and on the full
-spectrum; for heavy ball with its (ε, β) search compiled where numba is installed (``pip install 'nqm[fast]'``) and
-with the NumPy search, whose steps must be the same. Accuracy: against a fine reference on the full spectrum
+spectrum; for heavy ball with its tuner compiled where numba is installed (``pip install 'nqm[fast]'``) and in
+NumPy (``NQM_COMPILED=0``), whose steps must be the same. Accuracy: against a fine reference on the full spectrum
 (exact integer steps of ``steps_to_target`` on a 401-point grid of ε within ±2% of the optimum).
 Usage: ``python bench/steps_to_target.py [--json]``.
 """
@@ -43,8 +43,8 @@ def heavy_ball_runs(problem, **kwargs):
 
 
 @contextlib.contextmanager
-def numpy_search():
-    """The tuners' search in NumPy even where numba is installed (``NQM_COMPILED=0``)."""
+def numpy_tuners():
+    """The tuners in NumPy even where numba is installed (``NQM_COMPILED=0``)."""
     before = os.environ.get("NQM_COMPILED")
     os.environ["NQM_COMPILED"] = "0"
     try:
@@ -157,7 +157,7 @@ def main() -> None:
     t_full, ours = timed(lambda: dynamics.optimal_steps_to_target(full, TARGET, BATCHES))
     subset = BATCHES[::5]
     t_naive_mom, (naive_mom, naive_choice) = timed(lambda: naive_momentum_optimum(small, counts, subset), repeats=1)
-    # heavy ball as installed (the search compiled where numba is), and with the NumPy search for comparison; the
+    # heavy ball as installed (compiled where numba is), and in NumPy for comparison; the
     # first call compiles (numba caches it on disk), so it is timed apart
     compiled = importlib.util.find_spec("numba") is not None
     t_first = timed(lambda: heavy_ball_runs(small, init_var=counts), repeats=1)[0]
@@ -165,13 +165,11 @@ def main() -> None:
         lambda: heavy_ball_runs(small, init_var=counts), repeats=5, label="momentum, nqm binned"
     )
     t_mom_full, mom_full = timed(lambda: heavy_ball_runs(full), repeats=5, label="momentum, nqm full spectrum")
-    with numpy_search():
+    with numpy_tuners():
         t_np_binned, np_binned = timed(
-            lambda: heavy_ball_runs(small, init_var=counts), repeats=5, label="momentum, nqm binned, NumPy search"
+            lambda: heavy_ball_runs(small, init_var=counts), repeats=5, label="momentum, nqm binned, NumPy"
         )
-        t_np_full, np_full = timed(
-            lambda: heavy_ball_runs(full), repeats=5, label="momentum, nqm full spectrum, NumPy search"
-        )
+        t_np_full, np_full = timed(lambda: heavy_ball_runs(full), repeats=5, label="momentum, nqm full spectrum, NumPy")
     # what the naive answers are worth: exact first hits at the (ε, β) it chose, on its own binned problem
     naive_mom_exact = np.array(
         [  # capped at 4× nqm's optimum on the same problem (inf: slower than that, or never)
@@ -213,11 +211,11 @@ def main() -> None:
             "seconds per batch size, nqm full spectrum": t_mom_full / BATCHES.size,
             "speed-up, nqm binned vs naive binned": per_b_naive / (t_mom_binned / BATCHES.size),
             "speed-up, nqm full vs naive binned": per_b_naive / (t_mom_full / BATCHES.size),
-            "search compiled (numba installed)": compiled,
-            "first call, binned (includes compiling the search, or loading it from numba's cache)": t_first,
-            "speed-up, nqm binned with the NumPy search vs naive binned": per_b_naive / (t_np_binned / BATCHES.size),
-            "speed-up, nqm full with the NumPy search vs naive binned": per_b_naive / (t_np_full / BATCHES.size),
-            "compiled and NumPy searches give the same steps (binned and full)": bool(
+            "tuner compiled (numba installed)": compiled,
+            "first call, binned (includes compiling the tuner, or loading it from numba's cache)": t_first,
+            "speed-up, nqm binned in NumPy vs naive binned": per_b_naive / (t_np_binned / BATCHES.size),
+            "speed-up, nqm full in NumPy vs naive binned": per_b_naive / (t_np_full / BATCHES.size),
+            "compiled and NumPy tuners give the same steps (binned and full)": bool(
                 np.array_equal(mom_binned.steps, np_binned.steps) and np.array_equal(mom_full.steps, np_full.steps)
             ),
             "nqm binned ≤ the naive grid's reported steps (its matrix powers drift: see below)": bool(
