@@ -1,6 +1,8 @@
 """The heavy-ball tuner's search compiled with numba (``nqm[fast]``) against the NumPy search it mirrors: the same
 closed form at every step, the same (ε, β) and crossings per batch size, the same tuned steps."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -19,7 +21,7 @@ def _zhang_binned(d=2000, bins=60):
 
 
 def _compiled_loss(eps, beta, kappa, noise, v0, half_h, steps):
-    table, form = np.empty((18, kappa.size)), np.empty(kappa.size, dtype=np.int8)
+    table, form = kernels._new_table(kappa.size)
     kernels._tables(eps, beta, kappa, noise, v0, half_h, table, form)
     return np.array([kernels._loss_at(float(t), table, form) for t in steps])
 
@@ -35,7 +37,7 @@ def _compiled_loss(eps, beta, kappa, noise, v0, half_h, steps):
     ],
 )
 def test_compiled_closed_form_equals_numpy(beta, lam_scale):
-    """E[L_t] at t = 0 … 10⁶ from the compiled forms equals HeavyBallMoments' to 1e-12 relative, including near
+    """E[L_t] at t = 0 … 10⁷ from the compiled forms equals HeavyBallMoments' to 1e-12 relative, including near
     critical damping, where both the forward and the backward forms cancel (curvatures chosen around
     (1 − √β)², the double root). Planted: the underdamped cross term's sign flipped in the kernel fails it."""
     rng = np.random.default_rng(0)
@@ -47,10 +49,73 @@ def test_compiled_closed_form_equals_numpy(beta, lam_scale):
     kappa = lam / eps
     half_h = rng.uniform(0.1, 1.0, lam.size)
     noise, v0 = rng.uniform(0, 1e-3, lam.size), rng.uniform(0.5, 2, lam.size)
-    steps = np.unique(np.concatenate([np.arange(0, 12), np.geomspace(12, 1e6, 40).round()]))
+    # past 2²¹ steps the phases come from the C library's sin and cos, below from the kernels' own
+    steps = np.unique(np.concatenate([np.arange(0, 12), np.geomspace(12, 1e7, 44).round()]))
+    assert steps.max() > kernels._PHASES_REDUCED
     got = _compiled_loss(eps, beta, kappa, noise, v0, half_h, steps)
     want = HeavyBallMoments(lam, eps**2 * noise, v0, beta).at(steps[:, None]) @ half_h
     np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def _machin_pi(digits=60):
+    """π to ``digits`` decimals as a Fraction, from Machin's formula π = 16 atan(1/5) − 4 atan(1/239) in integers."""
+    from fractions import Fraction
+
+    def arctan_inverse(x):
+        unit = 10 ** (digits + 10)
+        total = term = unit // x
+        k, sign = 1, -1
+        while term:
+            term //= x * x
+            k += 2
+            total += sign * (term // k)
+            sign = -sign
+        return total
+
+    return Fraction(16 * arctan_inverse(5) - 4 * arctan_inverse(239), 10 ** (digits + 10))
+
+
+def test_split_of_half_pi_is_exact_to_its_parts():
+    """The three parts of π/2 the phases are reduced by sum to π/2 within 2⁻¹¹⁵ (against π from Machin's formula),
+    and the first two have at most 30 significant bits, so n·P₁ and n·P₂ are exact for n < 2²³."""
+    from fractions import Fraction
+
+    parts = kernels._HALF_PI
+    assert abs(sum(Fraction(x) for x in parts) - _machin_pi() / 2) < Fraction(1, 2**115)
+    for x in parts[:2]:
+        mantissa = Fraction(x).numerator
+        assert abs(mantissa) < 2**30
+
+
+def _numba_sincos(x):
+    import numba
+
+    @numba.njit
+    def both(x, s, c):
+        for j in range(x.size):
+            s[j], c[j] = kernels._sincos(x[j])
+
+    s, c = np.empty(x.size), np.empty(x.size)
+    both(x, s, c)
+    return s, c
+
+
+def test_sincos_equals_the_c_library():
+    """The phases' sin and cos agree with the C library's to 2.3e-16 (absolute) from 0 to 2²¹π, at random
+    points over 14 decades, at the multiples of π/2 (where the reduction cancels most) and at the quadrants'
+    edges. Planted: the reduction without its third part of π/2 fails it (error ~1e-12 at large x), so does a
+    quadrant's sign flipped."""
+    rng = np.random.default_rng(4)
+    top = kernels._PHASES_REDUCED * np.pi
+    multiples = np.pi / 2 * np.concatenate([np.arange(0, 4000), rng.integers(0, int(top / (np.pi / 2)), 4000)])
+    x = np.concatenate([
+        rng.uniform(0, 1, 10**5) * 10.0 ** rng.uniform(-7, np.log10(top), 10**5),
+        multiples, np.nextafter(multiples, 0), np.nextafter(multiples, np.inf), multiples + np.pi / 4, [top],
+    ])  # fmt: skip
+    x = x[(x >= 0) & (x <= top)]
+    s, c = _numba_sincos(x)
+    assert np.max(np.abs(s - [math.sin(v) for v in x])) <= 2.3e-16
+    assert np.max(np.abs(c - [math.cos(v) for v in x])) <= 2.3e-16
 
 
 def _searches(loss, target, lo, hi, monkeypatch):

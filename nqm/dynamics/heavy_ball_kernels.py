@@ -40,6 +40,63 @@ __all__ = ["search_heavy_ball", "cross_points", "fixed_step_curve", "first_hit_p
 
 _jit = numba.njit(cache=True, nogil=True, error_model="numpy")  # IEEE division: x/0 is inf or NaN, as in NumPy
 _OVER, _UNDER, _CRITICAL = 0, 1, 2  # a coordinate's roots: real and distinct, complex, equal
+# a point's table: 18 rows of constants (``_tables``), then, at the t last evaluated, sin(tφ), cos(tφ), each
+# coordinate's term of E[L_t] and whether that term is final (``_underdamped_terms``)
+_TABLE_ROWS = 22
+_SIN, _COS, _TERM, _FINAL = 18, 19, 20, 21
+
+
+@_jit
+def _new_table(d):
+    """An empty table and forms for ``d`` coordinates."""
+    return np.empty((_TABLE_ROWS, d)), np.empty(d, dtype=np.int8)
+
+
+# π/2 split into 30 + 30 + 53 bits (their sum within 2⁻¹¹⁵ of π/2), so that n·P₁ and n·P₂ are exact for n < 2²³
+_HALF_PI = tuple(float.fromhex(x) for x in ("0x1.921fb548p+0", "-0x1.de973dc8p-31", "-0x1.9d9cceba3f91fp-62"))
+_PHASES_REDUCED = 2.0**21  # t below which t·φ < 2²¹π (φ ≤ π): n = round(2tφ/π) < 2²³
+# Taylor coefficients of sin z/z − 1 and of cos z − 1 + z²/2 in z², to z¹⁸: on |z| ≤ π/4 the first term left out
+# is below 1e-19 (highest order first, for Horner's rule)
+_SIN_TAYLOR = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(8, 0, -1))
+_COS_TAYLOR = tuple((-1) ** k / math.factorial(2 * k) for k in range(9, 1, -1))
+
+
+@_jit
+def _horner(coefficients, x):
+    total = 0.0
+    for a in coefficients:
+        total = total * x + a
+    return total
+
+
+@_jit
+def _sincos(x):
+    r"""(sin x, cos x) for 0 ≤ x < 2²¹π, within 2.3e-16 of the C library's: x reduced by the nearest multiple
+    nπ/2 in three exact parts (Cody and Waite), then Taylor series on |z| ≤ π/4 and the quadrant n mod 4.
+    Written without calls or branches so that a loop over coordinates runs on SIMD lanes (libm's sin and cos,
+    one coordinate at a time, were two thirds of an evaluation of E[L_t])."""
+    n = math.floor(x * (2 / math.pi) + 0.5)
+    z = ((x - n * _HALF_PI[0]) - n * _HALF_PI[1]) - n * _HALF_PI[2]
+    zz = z * z
+    s = z + z * zz * _horner(_SIN_TAYLOR, zz)
+    c = (1.0 - 0.5 * zz) + zz * zz * _horner(_COS_TAYLOR, zz)
+    quadrant = n - 4.0 * math.floor(0.25 * n)  # sin, cos of z + nπ/2: (s, c), (c, −s), (−s, −c), (−c, s)
+    odd = quadrant == 1.0 or quadrant == 3.0
+    a, b = (c, s) if odd else (s, c)
+    return (-a if quadrant >= 2.0 else a), (-b if quadrant == 1.0 or quadrant == 2.0 else b)
+
+
+@_jit
+def _phases(t, table):
+    """sin(tφ), cos(tφ) of every coordinate into the table's last two rows (meaningless where a coordinate is
+    not underdamped); for large t (reduction not exact) with the C library's."""
+    phi = table[0]
+    if t < _PHASES_REDUCED:
+        for j in range(phi.size):
+            table[_SIN, j], table[_COS, j] = _sincos(t * phi[j])
+    else:
+        for j in range(phi.size):
+            table[_SIN, j], table[_COS, j] = math.sin(t * phi[j]), math.cos(t * phi[j])
 
 
 @_jit
@@ -107,7 +164,10 @@ def _tables(eps, beta, kappa, noise, v0, half_h, table, form):
             table[16, j] = -phi * phi
             sin_phi = root / (2 * rho)
             s2 = sin_phi**2 if disc < 0 else 1.0
-            cos_phi, sin_phi_t, cos_2phi, sin_2phi = math.cos(phi), math.sin(phi), math.cos(2 * phi), math.sin(2 * phi)
+            # cos φ, sin φ as the sides of φ's triangle, and their double angles, without calling cos and sin
+            side = math.sqrt(a * a + root * root)
+            cos_phi, sin_phi_t = abs(a) / side, root / side
+            cos_2phi, sin_2phi = (cos_phi - sin_phi_t) * (cos_phi + sin_phi_t), 2 * sin_phi_t * cos_phi
             # G(c + 2iφ) = e^{c + 2iφ}/expm1(c + 2iφ), with expm1(c + 2iφ) = expm1(c)cos 2φ − 2sin²φ + i·e^c sin 2φ
             den_re, den_im = expm1_c * cos_2phi - 2 * sin_phi_t * sin_phi_t, exp_c * sin_2phi
             num_re, num_im = exp_c * cos_2phi, exp_c * sin_2phi
@@ -125,19 +185,53 @@ def _tables(eps, beta, kappa, noise, v0, half_h, table, form):
 
 @_jit
 def _loss_at(t, table, form):
-    """E[L_t] = Σ ½h(V₀W_t² + qS_t), each coordinate by the first of its forms whose condition is small."""
+    """E[L_t] = Σ ½h(V₀W_t² + qS_t), each coordinate by the first of its forms whose condition is small: the
+    underdamped coordinates whose backward sum is well conditioned (most of them) in one pass on SIMD lanes
+    (``_underdamped_terms``), the others by ``_parts``; the same values either way, added in the same order."""
     # every coordinate decays with the same log β (row 1): its exponentials are taken once
     e_c, em_c = math.exp(t * table[1, 0]), math.expm1(t * table[1, 0])
+    simd = t > 0 and t < _PHASES_REDUCED
+    if simd:
+        _underdamped_terms(t, e_c, table, form)
+    else:
+        _phases(t, table)
     total = 0.0
     for j in range(form.size):
-        w_sq, noise = _parts(t, table, form, j, e_c, em_c)
-        total += table[14, j] * w_sq + (table[15, j] * noise if table[15, j] != 0 else 0.0)
+        if simd and table[_FINAL, j] != 0:
+            total += table[_TERM, j]
+        else:
+            w_sq, noise = _parts(t, table, form, j, e_c, em_c)
+            total += _term(table, j, w_sq, noise)
     return total
 
 
 @_jit
+def _term(table, j, w_sq, noise):
+    """Coordinate j's part of E[L_t]: ½h·V₀·W_t² + ½h·q·S_t (no noise term where q = 0, whatever S_t)."""
+    return table[14, j] * w_sq + (table[15, j] * noise if table[15, j] != 0 else 0.0)
+
+
+@_jit
+def _underdamped_terms(t, e_c, table, form):
+    """For 0 < t < 2²¹: the phases of every coordinate, and the term of E[L_t] of each underdamped one by
+    ``_parts``' backward sum, marked final where that is well conditioned; the other marks are 0. Every
+    coordinate is computed alike, without branches, so that the loop runs on SIMD lanes."""
+    for j in range(form.size):
+        s0, cos_t = _sincos(t * table[0, j])
+        table[_SIN, j], table[_COS, j] = s0, cos_t
+        s1 = s0 * table[12, j] + cos_t * table[13, j]
+        squares = table[3, j] * s1 * s1 + table[4, j] * s0 * s0
+        cross = table[5, j] * s1 * s0
+        noise = table[2, j] - e_c * (squares - cross)
+        accurate = table[2, j] + e_c * (squares + abs(cross)) <= MAX_CONDITION * noise
+        g = cos_t + table[6, j] * s0
+        table[_TERM, j] = _term(table, j, e_c * g * g, noise)
+        table[_FINAL, j] = 1.0 if (form[j] == _UNDER) & accurate else 0.0
+
+
+@_jit
 def _parts(t, table, form, j, e_c, em_c):
-    """(W_t², S_t) of coordinate j; ``e_c``, ``em_c`` = exp, expm1 of t·log β."""
+    """(W_t², S_t) of coordinate j; ``e_c``, ``em_c`` = exp, expm1 of t·log β; the table's phases at t."""
     c = table[1, j]
     if form[j] == _OVER:
         h = table[0, j]
@@ -161,8 +255,7 @@ def _parts(t, table, form, j, e_c, em_c):
     else:
         critical = form[j] == _CRITICAL
         e = e_c
-        angle = t * table[0, j]
-        s0, cos_t = math.sin(angle), math.cos(angle)
+        s0, cos_t = table[_SIN, j], table[_COS, j]
         s1 = s0 * table[12, j] + cos_t * table[13, j]
         if critical:  # R_n = n
             s1, s0, cos_t = t + 1, t, 1.0
@@ -428,7 +521,7 @@ def _best_lr(s, guess, row, steps, options, seen, work):
 @_jit
 def _search_row(row, lo, hi, steps, outer, options, seen):
     """The nested search for one batch size; False where it met a coordinate it cannot evaluate."""
-    work = (np.empty((18, row[0].size)), np.empty(row[0].size, dtype=np.int8))
+    work = _new_table(row[0].size)
     seen[0] = np.inf
     _, ok = _best_lr(lo, np.inf, row, steps, options, seen, work)  # s's low end: β → 1, where small batches go
     if not ok:
@@ -491,7 +584,7 @@ def search_heavy_ball(kappa, noise, v0, half_h, target, lo, hi, *, steps, outer,
 
 @_jit
 def _cross_each(eps, beta, which, guess, kappa, noise, v0, half_h, target, options, steps, cont, ok):
-    work = (np.empty((18, kappa.size)), np.empty(kappa.size, dtype=np.int8))
+    work = _new_table(kappa.size)
     for m in range(eps.size):
         row = (kappa, noise[which[m]], v0, half_h, target)
         steps[m], cont[m], ok[m] = _first_crossing(eps[m], beta[m], row, guess[m], options, work)
@@ -561,7 +654,7 @@ def fixed_step_curve(eps, beta, kappa, noise, v0, half_h) -> _FixedStepCurve:
     constants of each point computed once."""
     eps, beta = (np.ascontiguousarray(x, dtype=np.float64).ravel() for x in (eps, beta))
     kappa, noise, v0, half_h = (np.ascontiguousarray(x, dtype=np.float64) for x in (kappa, noise, v0, half_h))
-    tables, forms = np.empty((eps.size, 18, kappa.size)), np.empty((eps.size, kappa.size), dtype=np.int8)
+    tables, forms = np.empty((eps.size, _TABLE_ROWS, kappa.size)), np.empty((eps.size, kappa.size), dtype=np.int8)
     _grid_tables(eps, beta, kappa, noise, v0, half_h, tables, forms)
     return _FixedStepCurve(tables, forms)
 
@@ -571,6 +664,7 @@ def _lower_bound(first, last, table, form):
     """A lower bound of E[L_t] over the integers t in [first, last]: S_t ≥ S_first, and W_t² above its envelope
     (:meth:`nqm.dynamics.heavy_ball.HeavyBallMoments.lower_bound`, whose arithmetic this follows), shrunk by 1e-9."""
     e_c, em_c = math.exp(first * table[1, 0]), math.expm1(first * table[1, 0])
+    _phases(first, table)
     total = 0.0
     for j in range(form.size):
         w_first, noise = _parts(first, table, form, j, e_c, em_c)
@@ -591,7 +685,7 @@ def _lower_bound(first, last, table, form):
             line_first, line_last = 1 + kappa_r * first, 1 + kappa_r * last
             w_min = math.exp(last * c) * min(line_first**2, line_last**2) if line_first * line_last > 0 else 0.0
         w_min = min(w_min if math.isfinite(w_min) else 0.0, w_first)
-        total += (table[14, j] * w_min + (table[15, j] * noise if table[15, j] != 0 else 0.0)) * (1 - 1e-9)
+        total += _term(table, j, w_min, noise) * (1 - 1e-9)
     return total
 
 
@@ -600,7 +694,7 @@ def _first_hit_pruned(eps, beta, kappa, noise, v0, half_h, target, until, budget
     """whole_runs' ``_first_hit_pruned`` for one heavy-ball run: the first integer t < ``until`` with
     E[L_t] ≤ target (``until`` if none), by branch and bound on intervals of t; −1 once more than ``budget``
     coordinate-steps are spent; −2 where a value is not a number."""
-    table, form = np.empty((18, kappa.size)), np.empty(kappa.size, dtype=np.int8)
+    table, form = _new_table(kappa.size)
     _tables(eps, beta, kappa, noise, v0, half_h, table, form)
     d = kappa.size
     stack = np.empty((256, 2), dtype=np.int64)  # (first, last); the leftmost interval on top
