@@ -88,7 +88,7 @@ def _sincos(x):
 
 @_jit
 def _phases(t, table):
-    """sin(tφ), cos(tφ) of every coordinate into the table's last two rows (meaningless where a coordinate is
+    """sin(tφ), cos(tφ) of every coordinate into the table's rows _SIN and _COS (meaningless where a coordinate is
     not underdamped); for large t (reduction not exact) with the C library's."""
     phi = table[0]
     if t < _PHASES_REDUCED:
