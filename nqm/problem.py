@@ -199,6 +199,13 @@ class NoisyQuadratic:
 
     # -- presets --------------------------------------------------------------------------------
     @classmethod
+    def from_measurement(cls, measurement, **options) -> NoisyQuadratic:
+        """The local NQM of a real model measured at θ (:func:`nqm.measure.local_quadratic`, which says what it
+        keeps and drops; ``options`` go there). Its start, ``init_var``, comes with
+        ``measurement.local_quadratic(**options)``."""
+        return measurement.local_quadratic(**options).problem
+
+    @classmethod
     def zhang2019(cls, d: int = 10_000) -> NoisyQuadratic:
         """The setup of Zhang et al. 2019 (arXiv:1907.04164, §4): ``h_i = 1/i``, ``c = h``."""
         d = check_count("d", d, 1)

@@ -42,6 +42,10 @@ def test_readme_tour(tmp_path, monkeypatch):
         "nqm.montecarlo.skip_ahead",
         "nqm.montecarlo.simulation",
         "nqm.finite_data",
+        "nqm.measure.lanczos",
+        "nqm.measure.model",
+        "nqm.measure.measurement",
+        "nqm.measure.local",
     ],
 )
 def test_docstring_examples(module):

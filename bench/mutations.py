@@ -1,0 +1,116 @@
+"""Planted bugs: apply each one-line mutation, run the tests that should catch it, and report which did.
+
+    python bench/mutations.py                 # every mutation in MUTATIONS
+    python bench/mutations.py measure-n-1     # those whose name contains the argument
+
+Each mutation replaces one exact snippet of a source file (which must occur exactly once), runs pytest on the
+named tests, and restores the file whatever happens. A mutation is *caught* when pytest fails; the report names the
+failing tests. Keep the list growing: a bug that no test catches is a test to write.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+MUTATIONS = [
+    Mutation(
+        "measure-sigma-by-n-1",
+        "nqm/measure/measurement.py",
+        "    tr_sigma /= model.n\n",
+        "    tr_sigma /= model.n - 1\n",
+        ("tests/test_measure.py",),
+    ),
+    Mutation(
+        "measure-h-sigma-by-n-1",
+        "nqm/measure/measurement.py",
+        "        tr_h_sigma /= model.n\n",
+        "        tr_h_sigma /= model.n - 1\n",
+        ("tests/test_measure.py",),
+    ),
+    Mutation(
+        "jax-hessian-of-one-batch",
+        "nqm/measure/jax_model.py",
+        "            return jnp.mean(jax.vmap(one, in_axes=(None, 0, 0))(theta, x, y))",
+        "            return jnp.mean(jax.vmap(one, in_axes=(None, 0, 0))(theta, x[:32], y[:32]))",
+        ("tests/test_measure.py",),
+    ),
+    Mutation(
+        "slq-weights-without-probe-norm",
+        "nqm/measure/measurement.py",
+        "    return nodes, size * weights\n",
+        "    return nodes, weights * start.size\n",
+        ("tests/test_measure.py",),
+    ),
+    Mutation(
+        "local-nqm-start-without-1/h",
+        "nqm/measure/local.py",
+        "(m.eigenvalues, m.gradient_top / m.eigenvalues, top_c)",
+        "(m.eigenvalues, m.gradient_top, top_c)",
+        ("tests/test_measure.py",),
+    ),
+    Mutation(
+        "estimators-with-replacement-expectation",
+        "nqm/measure/measurement.py",
+        "        expected_tr_sigma=tr_sigma * n / (n - 1),",
+        "        expected_tr_sigma=tr_sigma,",
+        ("tests/test_measure.py",),
+    ),
+    Mutation(
+        "v15-no-peak-centre-nan",
+        "validation/v15_sign_descent.py",
+        "    return b_peak if np.isfinite(b_peak) else 1.0\n",
+        "    return b_peak\n",
+        ("tests/test_validation_seeds.py",),
+    ),
+]
+
+
+def run(mutation: Mutation) -> tuple[bool, str, float]:
+    path = ROOT / mutation.path
+    source = path.read_text()
+    if source.count(mutation.old) != 1:
+        raise SystemExit(f"{mutation.name}: the snippet occurs {source.count(mutation.old)} times in {mutation.path}")
+    start = time.perf_counter()
+    try:
+        path.write_text(source.replace(mutation.old, mutation.new))
+        out = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *mutation.tests],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+    finally:
+        path.write_text(source)
+    failed = [line.split(" ")[1] for line in out.stdout.splitlines() if line.startswith("FAILED ")]
+    return out.returncode != 0, ", ".join(failed) or out.stdout.strip().splitlines()[-1], time.perf_counter() - start
+
+
+def main(argv: list[str]) -> int:
+    chosen = [m for m in MUTATIONS if not argv or any(a in m.name for a in argv)]
+    missed = 0
+    for mutation in chosen:
+        caught, by, seconds = run(mutation)
+        missed += not caught
+        print(f"{'caught' if caught else 'MISSED'}  {mutation.name:40s} {seconds:6.1f} s  {by}", flush=True)
+    print(f"{len(chosen) - missed} of {len(chosen)} planted bugs caught")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,36 @@
+r"""A real model at a point θ: its gradient, Hessian spectrum, gradient noise, true noise scales, and local NQM.
+
+McCandlish et al. 2018 (arXiv:1812.06162) state their one-step laws for real networks in terms of
+``B_noise = tr(HΣ)/GᵀHG`` and ``B_simple = tr Σ/|G|²``. This package measures those definitions (not the
+estimators practitioners use) on a model given as four callables over a finite training set
+(:class:`Model`, or :class:`JaxModel` from a per-example loss), and builds the noisy quadratic that has them:
+
+* :func:`measure` → :class:`Measurement`: G, |G|², GᵀHG, tr Σ, tr(HΣ), B_noise, B_simple (exact from all
+  per-example gradients and HVPs, or sampled with standard errors), H's top eigenpairs (Lanczos), its spectral
+  density (stochastic Lanczos quadrature), G's and Σ's spectral measures, and the two-batch estimators on the
+  same model;
+* :func:`local_quadratic` (or ``NoisyQuadratic.from_measurement``): the local NQM, with what it keeps;
+* :func:`quadratic_model`: an NQM's finite training set as a model, the exact reference;
+* :func:`lanczos`, :func:`gauss_quadrature`: the quadratures underneath;
+* :mod:`nqm.measure.digits` (needs ``nqm[real]``): scikit-learn's bundled digits with a logistic regression and
+  a small MLP, in JAX.
+"""
+
+from .jax_model import JaxModel
+from .lanczos import gauss_quadrature, lanczos
+from .local import LocalQuadratic, local_quadratic
+from .measurement import Measurement, TwoBatchEstimates, measure
+from .model import Model, quadratic_model
+
+__all__ = [
+    "JaxModel",
+    "LocalQuadratic",
+    "Measurement",
+    "Model",
+    "TwoBatchEstimates",
+    "gauss_quadrature",
+    "lanczos",
+    "local_quadratic",
+    "measure",
+    "quadratic_model",
+]
