@@ -72,6 +72,20 @@ MUTATIONS = [
         ("tests/test_measure.py",),
     ),
     Mutation(
+        "one-step-law-with-replacement",
+        "nqm/measure/one_step.py",
+        "    kappa = np.array([batch_factor(m.n, b, sampling) for b in np.atleast_1d(batch_sizes)])",
+        "    kappa = 1.0 / np.atleast_1d(batch_sizes)",
+        ("tests/test_real_network.py",),
+    ),
+    Mutation(
+        "one-step-fit-with-intercept",
+        "nqm/measure/one_step.py",
+        "    powers = np.arange(1, degree + 1)",
+        "    powers = np.arange(0, degree)",
+        ("tests/test_real_network.py",),
+    ),
+    Mutation(
         "v15-no-peak-centre-nan",
         "validation/v15_sign_descent.py",
         "    return b_peak if np.isfinite(b_peak) else 1.0\n",

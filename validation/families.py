@@ -54,6 +54,7 @@ class Budget:
     d_finite: int = 20
     finite_examples: int = 256
     finite_replicas: int = 8000
+    real_draws: int = 800  # minibatches per batch size of V23's one real SGD step
 
     @classmethod
     def make(cls, quick: bool) -> Budget:
@@ -92,6 +93,7 @@ class Budget:
                 d_finite=20,
                 finite_examples=256,
                 finite_replicas=4000,
+                real_draws=300,
             )
         return cls(
             quick=False,
@@ -127,6 +129,7 @@ class Budget:
             d_finite=50,
             finite_examples=256,
             finite_replicas=12000,
+            real_draws=800,
         )
 
 

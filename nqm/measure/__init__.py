@@ -10,6 +10,9 @@ estimators practitioners use) on a model given as four callables over a finite t
   density (stochastic Lanczos quadrature), G's and Σ's spectral measures, and the two-batch estimators on the
   same model;
 * :func:`local_quadratic` (or ``NoisyQuadratic.from_measurement``): the local NQM, with what it keeps;
+* :func:`one_step_changes`, :func:`fit_one_step`, :func:`predicted_coefficients`: one real SGD step, many
+  times, its measured E[ΔL](ε) fitted and the quadratic law's coefficients beside it; :func:`sgd_point`, a point
+  along a real run;
 * :func:`quadratic_model`: an NQM's finite training set as a model, the exact reference;
 * :func:`lanczos`, :func:`gauss_quadrature`: the quadratures underneath;
 * :mod:`nqm.measure.digits` (needs ``nqm[real]``): scikit-learn's bundled digits with a logistic regression and
@@ -21,6 +24,7 @@ from .lanczos import gauss_quadrature, lanczos
 from .local import LocalQuadratic, local_quadratic
 from .measurement import Measurement, TwoBatchEstimates, measure
 from .model import Model, quadratic_model
+from .one_step import draw_fits, fit_one_step, one_step_changes, predicted_coefficients, sgd_point
 
 __all__ = [
     "JaxModel",
@@ -28,6 +32,11 @@ __all__ = [
     "Measurement",
     "Model",
     "TwoBatchEstimates",
+    "draw_fits",
+    "fit_one_step",
+    "one_step_changes",
+    "predicted_coefficients",
+    "sgd_point",
     "gauss_quadrature",
     "lanczos",
     "local_quadratic",

@@ -78,6 +78,8 @@ class JaxModel(Model):
                 lambda theta, idx: jax.vmap(jax.grad(one), in_axes=(None, 0, 0))(theta, x[idx], y[idx])
             ),
             "hvp": jax.jit(jax.vmap(hvp_one, in_axes=(None, 0))),
+            "losses_at": jax.jit(jax.vmap(mean_loss, in_axes=(0, None))),
+            "gradients_on": jax.jit(jax.vmap(jax.grad(mean_loss), in_axes=(None, 0))),
         }
 
         def on_host(fn, scalar=False):
@@ -96,6 +98,8 @@ class JaxModel(Model):
             per_example_gradients=on_host(compiled["per_example_gradients"]),
             hvp=on_host(compiled["hvp"]),
             name=name,
+            losses_at=on_host(compiled["losses_at"]),
+            gradients_on=on_host(compiled["gradients_on"]),
         )
         object.__setattr__(self, "initial", np.asarray(flat, dtype=np.float64))
         object.__setattr__(self, "unravel", unravel)

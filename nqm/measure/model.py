@@ -46,6 +46,10 @@ class Model:
         hvp: ``hvp(theta, vectors) -> (k, D)``, the products of the full-batch mean loss's Hessian H(θ) with the
             rows of ``vectors`` (k, D).
         name: a label for reports.
+        losses_at: optional, ``losses_at(thetas, idx) -> (k,)``, the mean loss on ``idx`` at each row of ``thetas``
+            (k, D); without it :meth:`losses` calls ``loss`` row by row.
+        gradients_on: optional, ``gradients_on(theta, rows) -> (k, D)``, the mean gradient on each row of the index
+            matrix ``rows`` (k, B); without it :meth:`gradients` calls ``gradient`` row by row.
     """
 
     n: int
@@ -55,6 +59,8 @@ class Model:
     per_example_gradients: Callable
     hvp: Callable
     name: str = "model"
+    losses_at: Callable | None = None
+    gradients_on: Callable | None = None
 
     def __post_init__(self):
         for field in ("n", "dim"):
@@ -66,6 +72,9 @@ class Model:
         for field in ("loss", "gradient", "per_example_gradients", "hvp"):
             if not callable(getattr(self, field)):
                 raise TypeError(f"{field} must be callable, got {type(getattr(self, field)).__name__}")
+        for field in ("losses_at", "gradients_on"):
+            if getattr(self, field) is not None and not callable(getattr(self, field)):
+                raise TypeError(f"{field} must be callable or None, got {type(getattr(self, field)).__name__}")
 
     @property
     def everything(self) -> np.ndarray:
@@ -80,6 +89,21 @@ class Model:
         if not np.all(np.isfinite(theta)):
             raise ValueError("theta contains non-finite values")
         return theta
+
+    def losses(self, thetas, idx=None) -> np.ndarray:
+        """(k,) the mean loss on ``idx`` (default all examples) at each row of ``thetas`` (k, D)."""
+        idx = self.everything if idx is None else np.asarray(idx)
+        thetas = np.asarray(thetas, dtype=np.float64)
+        if self.losses_at is not None:
+            return np.asarray(self.losses_at(thetas, idx), dtype=np.float64).reshape(thetas.shape[0])
+        return np.array([float(self.loss(t, idx)) for t in thetas])
+
+    def gradients(self, theta, rows) -> np.ndarray:
+        """(k, D) the mean gradient at θ on each row of the index matrix ``rows`` (k, B)."""
+        rows = np.asarray(rows)
+        if self.gradients_on is not None:
+            return np.asarray(self.gradients_on(theta, rows), dtype=np.float64).reshape(rows.shape[0], self.dim)
+        return np.array([np.asarray(self.gradient(theta, r), dtype=np.float64) for r in rows])
 
     def matvec(self, theta) -> Callable:
         """``v ↦ H(θ)v`` for one (D,) vector, through :attr:`hvp`."""

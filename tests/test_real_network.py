@@ -1,0 +1,69 @@
+"""One real SGD step (nqm.measure.one_step) and the claim V23 built on it.
+
+On an NQM's finite training set wrapped as a model the loss is exactly quadratic, so every draw's ΔL(ε) is exactly
+−εGᵀĝ + ½ε²ĝᵀHĝ: the per-draw fits recover it to rounding (higher terms 0), and their mean is held against
+−|G|² and ½(GᵀHG + tr(HΣ)(N − B)/(B(N − 1))) within z = 4.5 standard errors (false alarm 7e-6 per cell), while the
+finite-set factor left out (1/B) and the noise without 1/B are rejected.
+"""
+
+import numpy as np
+import pytest
+
+import nqm
+from nqm import spectra
+from nqm.measure import draw_fits, fit_one_step, measure, one_step_changes, predicted_coefficients, quadratic_model
+
+Z = 4.5
+
+
+@pytest.fixture(scope="module")
+def quadratic_steps():
+    p = nqm.NoisyQuadratic(np.geomspace(0.1, 1.0, 8), np.ones(8))
+    data = nqm.FiniteDataset.draw(p, 40, seed=0)
+    model = quadratic_model(data, basis=spectra.random_rotation(8, seed=1))
+    theta = np.random.default_rng(2).standard_normal(8)
+    m = measure(model, theta, top_k=2, probes=2, lanczos_steps=4, estimator_draws=0)
+    batches = np.array([2, 8, 36])
+    lrs = np.array([0.1, 0.3, 0.6, 1.0, 1.4])
+    changes = one_step_changes(model, theta, lrs, batches, 4000, seed=3)
+    return model, theta, m, batches, lrs, changes
+
+
+def test_each_draw_of_a_quadratic_is_exactly_quadratic(quadratic_steps):
+    model, theta, m, batches, lrs, changes = quadratic_steps
+    fits = draw_fits(lrs, changes, degree=4)
+    scale = np.abs(fits[..., :2]).max()
+    assert np.abs(fits[..., 2:]).max() < 1e-10 * scale  # no cubic or quartic part, to rounding
+
+
+def test_the_mean_step_has_the_finite_set_law_and_the_controls_are_rejected(quadratic_steps):
+    model, theta, m, batches, lrs, changes = quadratic_steps
+    mean, se = fit_one_step(lrs, changes, degree=2)
+    c1, c2 = predicted_coefficients(m, batches)
+    assert np.all(np.abs(mean[:, 0] - c1) <= Z * se[:, 0])
+    assert np.all(np.abs(mean[:, 1] - c2) <= Z * se[:, 1])
+    no_finite = 0.5 * (m.gHg + m.tr_h_sigma / batches)
+    kappa = (model.n - batches) / (batches * (model.n - 1))
+    no_over_b = 0.5 * (m.gHg + m.tr_h_sigma * kappa * batches)
+    assert np.any(np.abs(mean[:, 1] - no_finite) > Z * se[:, 1])
+    assert np.any(np.abs(mean[:, 1] - no_over_b) > Z * se[:, 1])
+
+
+def test_one_step_changes_checks_its_arguments(quadratic_steps):
+    model, theta, *_ = quadratic_steps
+    with pytest.raises(ValueError, match="batch_sizes must be integers in"):
+        one_step_changes(model, theta, [0.1], [model.n + 1], 4)
+    with pytest.raises(ValueError, match="lrs must be finite and > 0"):
+        one_step_changes(model, theta, [0.0], [2], 4)
+    with pytest.raises(ValueError, match="needs at least 4 step sizes"):
+        fit_one_step([0.1, 0.2], np.zeros((3, 1, 2)), degree=4)
+
+
+def test_v23_says_why_it_did_not_run_without_the_extra(monkeypatch, tmp_path):
+    from validation import v23_real_network as v23
+    from validation.claims import Context
+    from validation.families import Budget
+
+    monkeypatch.setattr(v23, "missing_extra", lambda: "needs jax: pip install 'nqm[real]'")
+    out = v23.run(Context(tmp_path, Budget.make(True), 0))
+    assert out.checks == [] and "nqm[real]" in out.tables[0].rows[0][0]
