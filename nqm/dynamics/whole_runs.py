@@ -294,6 +294,57 @@ def steps_to_target(p: NoisyQuadratic, opt, batch_size, target, *, init_var=1.0,
     return _dense_first_hit(p, opt, batch_size, target, init_var, int(max_steps))
 
 
+_RISING_GRID = 48  # log-spaced ε per batch size over _RISING_DECADES below the feasible step, then as many again
+_RISING_DECADES = 4  # around the best
+
+
+def _fewest_steps_scanned(p, target, batch_size, init_var, precond, eps_top):
+    """(steps, ε) with the fewest exact steps over a log grid of ε in [eps_top·10⁻⁴, eps_top], then a finer grid
+    between the best point's neighbours. Scanned from large ε down, each run cut off at the best count so far
+    (a run that needs more is of no interest), so the grid costs about its size × the best run."""
+    best_steps, best_eps = float("inf"), float("nan")
+
+    def scan(grid):
+        nonlocal best_steps, best_eps
+        counts = np.full(grid.size, np.inf)
+        for k in range(grid.size - 1, -1, -1):
+            cap = best_steps if np.isfinite(best_steps) else 10**7
+            counts[k] = steps_to_target(p, Sgd(grid[k], precond), batch_size, target, init_var=init_var, max_steps=cap)
+            if counts[k] < best_steps or (counts[k] == best_steps and grid[k] < best_eps):
+                best_steps, best_eps = counts[k], grid[k]
+        return counts
+
+    grid = np.geomspace(eps_top * 10.0**-_RISING_DECADES, eps_top, _RISING_GRID)
+    counts = scan(grid)
+    if np.isfinite(best_steps):
+        k = int(np.argmin(counts))
+        scan(np.geomspace(grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)], _RISING_GRID))
+    return best_steps, best_eps
+
+
+def _optimal_with_rising_coordinates(p, target, b, init_var, precond, feasible, below):
+    r"""SGD's tuner where some coordinate starts below its stationary level V∞(ε) = εq/(κ(2 − εκ)) within reach.
+
+    Such a coordinate's loss only rises, so L(t) need not decrease and the Newton search on the smooth crossing
+    (which needs every coordinate to relax downwards) would be confined to ε below the first such level — for a
+    coordinate that starts at 0 with noise, to ε = 0. These rows are instead tuned on exact first hits
+    (:func:`steps_to_target`, which scans such runs step by step) over a log grid of ε below the feasible step
+    and a finer grid around its best point; the others by the search, as before.
+    """
+    steps, eps, t = np.empty(b.size), np.empty(b.size), np.empty(b.size)
+    interior = np.zeros(b.size, dtype=bool)
+    if not np.all(below):  # the other rows by the search (they have no such coordinate within reach)
+        rest = optimal_steps_to_target(p, target, b[~below], init_var=init_var, precond=precond)
+        steps[~below], eps[~below], t[~below] = rest.steps, rest.lr, rest.steps_continuous
+        interior[~below] = rest.interior
+    for j in np.nonzero(below)[0]:
+        steps[j], eps[j] = _fewest_steps_scanned(p, target, b[j], init_var, precond, feasible[j])
+        t[j] = steps[j]
+        interior[j] = np.isfinite(steps[j]) and eps[j] < feasible[j] * (1 - 1e-6)
+    pre = None if precond is None else check_precond(p, precond)
+    return OptimalRuns(b, steps, b * steps, eps, t, interior, precond=pre)
+
+
 @dataclass
 class OptimalRuns:
     """Per batch size: the fewest steps to the target, the examples they cost, and the tuned optimiser.
@@ -1336,9 +1387,13 @@ def optimal_steps_to_target(
     # Search where every coordinate relaxes downwards (V₀ ≥ V∞, i.e. ε ≤ 2V₀κ/(q + V₀κ²)): there t(ε) is
     # smooth and L(t) decreasing. Beyond, some coordinate's loss only grows; an optimum on that edge is
     # reported as not interior.
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         eps_cap = np.min(2 * loss.v0 * loss.kappa / (loss.noise + loss.v0 * loss.kappa**2), axis=1)
-    eps_hi = np.minimum(_feasible_lr(loss, target), eps_cap * (1 - 1e-9))
+    feasible = _feasible_lr(loss, target)
+    below = eps_cap < feasible * (1 - 1e-9)  # some coordinate starts below its stationary level in reach
+    if np.any(below):
+        return _optimal_with_rising_coordinates(p, target, b, init_var, precond, feasible, below)
+    eps_hi = np.minimum(feasible, eps_cap * (1 - 1e-9))
     lo, hi = np.log(eps_hi) - np.log(1e6), np.log(eps_hi)
     # golden-section search on log ε for a starting point
     z, t = _golden_min(lambda z, guess: _crossing_time(loss, np.exp(z), target, guess), lo, hi, 10)
