@@ -70,6 +70,7 @@ API = [
     "nqm.problem_file",
     "nqm.least_squares",
     "nqm.finite_data",
+    "nqm.measure",
     "nqm.info",
     "nqm.curves",
     "nqm.sweep",

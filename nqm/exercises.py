@@ -92,6 +92,21 @@ def _decay_bias(p, opt, batch):
     return float(0.5 * p.h @ x_inf**2)
 
 
+def _real_noise_scale(model, theta):
+    from .measure import measure
+
+    return measure(model, theta, top_k=0, probes=2, lanczos_steps=1, estimator_draws=0).b_noise
+
+
+def _real_noise_scale_by_hand(model, theta):
+    """tr(HΣ)/GᵀHG from all per-example gradients and HVPs, Σ normalised by N (the set is the population)."""
+    idx = np.arange(model.n)
+    g = model.gradient(theta, idx)
+    xi = model.per_example_gradients(theta, idx) - g
+    tr_h_sigma = float(np.sum(xi * model.hvp(theta, xi))) / model.n
+    return tr_h_sigma / float(g @ model.hvp(theta, g[None])[0])
+
+
 def _decay_bias_by_hand(p, opt, batch):
     """Coupled decay settles at argmin L + ½λ|θ|² = Hθ*/(H + λ): the error there is −λθ*/(h + λ)."""
     lam = opt.weight_decay
@@ -141,6 +156,13 @@ EXERCISES = {
         "from p.h, p.optimum and λ (not nqm.dynamics)",
         _decay_bias,
         _decay_bias_by_hand,
+        1e-8,
+    ),
+    "real-noise-scale": Exercise(
+        "a real model's true B_noise = tr(HΣ)/GᵀHG at θ, with NumPy from model.gradient, "
+        "model.per_example_gradients and model.hvp over all N examples (not nqm.measure)",
+        _real_noise_scale,
+        _real_noise_scale_by_hand,
         1e-8,
     ),
 }

@@ -42,8 +42,8 @@ def _outputs(book, kind: str) -> list:
     return [o for c in book.cells if c.cell_type == "code" for o in c.outputs if o.output_type == kind]
 
 
-def test_there_are_seven_notebooks_each_with_parameters_and_an_exercise():
-    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06", "07"]
+def test_there_are_eight_notebooks_each_with_parameters_and_an_exercise():
+    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06", "07", "08"]
     for path in NOTEBOOKS:
         book = json.loads(path.read_text())
         tags = [t for c in book["cells"] for t in c["metadata"].get("tags", [])]
