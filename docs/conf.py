@@ -52,6 +52,7 @@ nitpick_ignore = [
     ("py:class", "numpy.ndarray"),
     ("py:class", "pathlib.Path"),
     ("py:class", "concurrent.futures.Executor"),
+    ("py:class", "collections.abc.Callable"),
 ]
 
 GENERATED = HERE / "_generated"

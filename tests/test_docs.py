@@ -42,7 +42,7 @@ def test_readme_tour(tmp_path, monkeypatch):
         "nqm.montecarlo.skip_ahead",
         "nqm.montecarlo.simulation",
         "nqm.finite_data",
-        "nqm.measure.lanczos",
+        "nqm.measure.krylov",
         "nqm.measure.model",
         "nqm.measure.measurement",
         "nqm.measure.local",
@@ -100,5 +100,5 @@ def test_sphinx_site_builds_without_warnings_and_documents_every_public_name(tmp
     for page in ("index", "tour", "architecture", "notebooks", "_generated/gallery", "_generated/api/internals"):
         assert (out / f"{page}.html").exists(), page
     rendered = sorted(p.name for p in (out / "_generated" / "notebooks").glob("*.html"))
-    assert len(rendered) == 7 and all(p[:2].isdigit() for p in rendered)
+    assert len(rendered) == 8 and all(p[:2].isdigit() for p in rendered)
     assert "<img" in (out / "_generated" / "notebooks" / rendered[2]).read_text()  # outputs rendered, figures too

@@ -11,7 +11,16 @@ import pytest
 
 import nqm
 from nqm import spectra
-from nqm.measure import draw_fits, fit_one_step, measure, one_step_changes, predicted_coefficients, quadratic_model
+from nqm.measure import (
+    draw_fits,
+    fit_one_step,
+    measure,
+    one_step_changes,
+    predicted_coefficients,
+    quadratic_model,
+    steps_to_loss,
+    tuned_steps,
+)
 
 Z = 4.5
 
@@ -67,3 +76,26 @@ def test_v23_says_why_it_did_not_run_without_the_extra(monkeypatch, tmp_path):
     monkeypatch.setattr(v23, "missing_extra", lambda: "needs jax: pip install 'nqm[real]'")
     out = v23.run(Context(tmp_path, Budget.make(True), 0))
     assert out.checks == [] and "nqm[real]" in out.tables[0].rows[0][0]
+
+
+def test_real_full_batch_runs_hit_the_target_when_the_recursion_does():
+    """At B = N a real run is deterministic gradient descent (heavy ball): its first hit equals a plain loop here."""
+    h = np.geomspace(0.05, 1.0, 6)
+    data = nqm.FiniteDataset.draw(nqm.NoisyQuadratic(h, np.ones(6)), 30, seed=5)
+    model = quadratic_model(data)
+    theta0 = np.ones(6)
+    x0 = theta0 - data.optimum  # the error from the training loss's minimiser
+    floor = model.loss(data.optimum, model.everything)
+    target = floor + 0.01 * 0.5 * h @ x0**2
+    for lr, beta in ((1.0, 0.0), (0.3, 0.8)):
+        x, v, expected = x0.copy(), np.zeros(6), None
+        for t in range(1, 2000):
+            v = beta * v + h * x
+            x = x - lr * v
+            if floor + 0.5 * h @ x**2 <= target:
+                expected = t
+                break
+        got = steps_to_loss(model, theta0, lr, model.n, target, momentum=beta, max_steps=5000)
+        assert got == expected
+    runs = tuned_steps(model, theta0, target, [model.n], [0.5, 1.0, 1.9], seeds=(0, 1), max_steps=5000)
+    assert runs.lr[0] == 1.9 and np.all(runs.per_seed == runs.steps[0])  # no noise: every seed alike

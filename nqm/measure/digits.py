@@ -2,11 +2,11 @@ r"""Real data and models shipped with packages: scikit-learn's bundled digits, i
 
 The data set is the 1797 8×8 handwritten digits (UCI's optical recognition of handwritten digits, Alpaydin &
 Kaynak 1998) that scikit-learn ships, so nothing is downloaded. Pixels are scaled to [0, 1]. Two models, each a
-:class:`~nqm.measure.JaxModel` with its initial parameters:
+``nqm.measure.JaxModel`` with its initial parameters:
 
-* :func:`logistic_regression`: multinomial logistic regression, 64 → 10, with an L2 term λ/2·|W|² in every
+* ``logistic_regression``: multinomial logistic regression, 64 → 10, with an L2 term ``λ/2·|W|²`` in every
   example's loss (convex, and strictly so with λ > 0: its local NQM should be close to exact);
-* :func:`mlp`: a 64–32–10 tanh network with a softmax cross-entropy (non-convex), initialised with
+* ``mlp``: a 64–32–10 tanh network with a softmax cross-entropy (non-convex), initialised with
   N(0, 1/fan_in) weights from ``seed``.
 
 Example (needs scikit-learn and JAX):
@@ -40,7 +40,7 @@ def _cross_entropy(jax, jnp, logits, label):
 
 
 def logistic_regression(*, l2: float = 1e-3) -> JaxModel:
-    """Multinomial logistic regression on the digits: ℓ = CE(Wᵀx + b, y) + (λ/2)|W|²; starts at W = 0, b = 0."""
+    """Multinomial logistic regression on the digits: ℓ = CE(Wᵀx + b, y) + ``(λ/2)|W|²``; starts at W = 0, b = 0."""
     jax, jnp, _ = import_jax()
     x, y = load()
     lam = float(l2)

@@ -21,9 +21,9 @@ a polynomial of degree 2t − 1 in h per unit G², so the built NQM's improvemen
 own loss ½GᵀH⁻¹G (a moment of 1/h) is Gauss-approximated, and below the real model's is meaningless anyway (the
 model is no quadratic). Σ's part is an unbiased sampled quadrature (Hutchinson over the noise probes).
 
-What is approximated, and reported (:attr:`LocalQuadratic.kept`): curvatures at or below
+What is approximated, and reported (``LocalQuadratic.kept``): curvatures at or below
 ``curvature_floor·λ_max`` (negative curvature of a non-convex model, and near-flat directions, whose
-``½G²/h`` would dominate the start's loss) are dropped, and with them their share of |G|², GᵀHG, tr Σ, tr(HΣ);
+``½G²/h`` would dominate the start's loss) are dropped, and with them their share of ``|G|²``, GᵀHG, tr Σ, tr(HΣ);
 the sampled Σ bulk gives tr Σ and tr(HΣ) with sampling error. The loss is quadratic: the model's higher
 derivatives and Σ's change with θ are not in it.
 

@@ -1,4 +1,4 @@
-r"""The theory's quantities of a real model at a point θ: :func:`measure` and its :class:`Measurement`.
+r"""The theory's quantities of a real model at a point θ: :func:`nqm.measure.measure` and its ``Measurement``.
 
 With the training set as the population (:mod:`nqm.measure.model`), McCandlish et al. 2018 (arXiv:1812.06162,
 eqs. 2.5–2.9) make the one-step law of SGD a function of four numbers at θ:
@@ -45,7 +45,7 @@ from scipy.sparse.linalg import LinearOperator, eigsh
 
 from ..checks import check_count
 from ..estimators import two_batch_estimates
-from .lanczos import gauss_quadrature, lanczos
+from .krylov import gauss_quadrature, lanczos
 from .local import local_quadratic
 from .model import Model
 
@@ -58,9 +58,10 @@ _CONSISTENCY = 1e-8  # |mean of per-example gradients − G| over the scale of t
 class TwoBatchEstimates:
     r"""The practitioners' two-batch estimators on a real model, batches drawn without replacement.
 
-    ``grad_norm_sq``, ``tr_sigma``: means of |𝒢|² and 𝒮 over ``draws`` independent pairs of batches, with
+    ``grad_norm_sq``, ``tr_sigma``: means of ``|𝒢|²`` and 𝒮 over ``draws`` independent pairs of batches, with
     standard errors; ``b_simple``: the ratio of those means (the paper's practice), its SE by the delta method;
-    ``expected_*``: the exact expectations of |𝒢|² and 𝒮 under sampling without replacement (module docstring).
+    ``expected_*``: the exact expectations of ``|𝒢|²`` and 𝒮 under sampling without replacement (module
+    docstring).
     """
 
     b_small: int
@@ -80,18 +81,16 @@ class TwoBatchEstimates:
 class Measurement:
     r"""A real model's one-step quantities at θ (:func:`measure`). ``*_se`` are standard errors (0 when exact).
 
-    Attributes:
-        n, dim: N examples, D parameters. loss: L(θ), the full training loss. gradient: G (D,).
-        grad_norm_sq, gHg, tr_sigma, tr_h_sigma: |G|², GᵀHG, tr Σ, tr(HΣ). b_noise, b_simple: their ratios.
-        eigenvalues (k,), eigenvectors (k, D): H's top-k eigenpairs, largest first.
-        gradient_top (k,): u_iᵀG. sigma_top (k, k): UᵀΣU.
-        gradient_nodes, gradient_masses (m,): G^⊥'s measure, masses summing to |G^⊥|².
-        noise_nodes, noise_masses (P, m): Σ^⊥'s measure per noise probe, each probe's masses summing to |v_p^⊥|²/P
-            (their total estimates tr Σ^⊥).
-        density_nodes, density_weights (P, m): H's bulk per probe, in eigenvalue counts: all weights sum to about
-            D − k, and ``tr f(H) ≈ Σ f(λ_i) + Σ density_weights·f(density_nodes)``. Padded entries have weight 0.
-        estimators: the two-batch estimators on the same model (:class:`TwoBatchEstimates`), or None.
-        hvps: Hessian-vector products used. seconds: wall time.
+    The fields: ``n`` and ``dim`` (N examples, D parameters); ``loss`` L(θ), the full training loss; ``gradient``
+    G, shape (D,); ``grad_norm_sq``, ``gHg``, ``tr_sigma``, ``tr_h_sigma``: ``|G|²``, GᵀHG, tr Σ, tr(HΣ);
+    ``b_noise`` and ``b_simple``, their ratios; ``eigenvalues`` (k,) and ``eigenvectors`` (k, D), H's top-k
+    eigenpairs, largest first; ``gradient_top`` (k,), u_iᵀG; ``sigma_top`` (k, k), UᵀΣU; ``gradient_nodes``,
+    ``gradient_masses`` (m,), G^⊥'s measure, masses summing to ``|G^⊥|²``; ``noise_nodes``, ``noise_masses``
+    (P, m), Σ^⊥'s measure per noise probe, each probe's masses summing to ``|v_p^⊥|²/P`` (their total estimates
+    tr Σ^⊥); ``density_nodes``, ``density_weights`` (P, m), H's bulk per probe in eigenvalue counts (all weights
+    sum to about D − k, and ``tr f(H) ≈ Σ f(λ_i) + Σ density_weights·f(density_nodes)``; padded entries have
+    weight 0); ``estimators``, the two-batch estimators on the same model (:class:`TwoBatchEstimates`) or None;
+    ``hvps``, the Hessian-vector products used; ``seconds``, the wall time.
     """
 
     model_name: str
@@ -124,7 +123,7 @@ class Measurement:
 
     @property
     def max_step(self) -> float:
-        """ε_max = |G|²/GᵀHG (McCandlish et al. eq. 2.7); inf where GᵀHG ≤ 0 (no finite optimal step)."""
+        """ε_max = ``|G|²``/GᵀHG (McCandlish et al. eq. 2.7); inf where GᵀHG ≤ 0 (no finite optimal step)."""
         return self.grad_norm_sq / self.gHg if self.gHg > 0 else float("inf")
 
     def trace_hessian_power(self, k: int) -> tuple[float, float]:
@@ -175,7 +174,7 @@ def _padded(rows: list[tuple[np.ndarray, np.ndarray]], width: int) -> tuple[np.n
 
 
 def _measure_of(matvec, start, steps, deflate) -> tuple[np.ndarray, np.ndarray]:
-    """(nodes, masses) of ``start``'s spectral measure off ``deflate``: masses sum to |start^⊥|²."""
+    """(nodes, masses) of ``start``'s spectral measure off ``deflate``: masses sum to ``|start^⊥|²``."""
     start = start - deflate.T @ (deflate @ start) if deflate.size else start
     size = float(start @ start)
     if not size > 0:

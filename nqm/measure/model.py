@@ -8,11 +8,11 @@ of their remark after eq. 2.3): with ℓ_n(θ) the loss of example n,
 
 and a minibatch of B distinct examples has noise covariance Σ(N − B)/(B(N − 1)) (Σ/B with replacement).
 
-A :class:`Model` is framework-agnostic: any code that evaluates these on index sets will do. :class:`JaxModel`
+A :class:`Model` is framework-agnostic: any code that evaluates these on index sets will do. ``JaxModel``
 (:mod:`nqm.measure.jax_model`) builds one from a per-example loss; a PyTorch user writes the same four with
 ``torch.func`` (``vmap(grad(loss_one))`` for per-example gradients, ``jvp(grad(mean_loss), …)`` for the HVP).
-:func:`quadratic_model` wraps a finite training set of an NQM, whose every quantity is known exactly: the first
-test of any measurement.
+:func:`nqm.measure.quadratic_model` wraps a finite training set of an NQM, whose every quantity is known
+exactly: the first test of any measurement.
 
 Example:
     >>> import numpy as np, nqm

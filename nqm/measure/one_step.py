@@ -9,11 +9,11 @@ From θ, a minibatch of B distinct examples gives ĝ_B, and one step changes the
           \qquad \kappa_B = \frac{N - B}{B(N - 1)}\ \text{(without replacement)},\ \frac1B\ \text{(with)},
 
 McCandlish et al. 2018 (arXiv:1812.06162, eq. 2.6 and the remark after eq. 2.3); on a quadratic the O(ε³) is 0.
-:func:`one_step_changes` measures ΔL for every draw on a grid of ε (the same minibatch for every ε of a draw, so the
-grid's cells are correlated and a fit per draw carries that), and :func:`fit_one_step` fits each draw's curve by
-least squares on ``ε, ε², …`` (no intercept: ΔL(0) = 0) and averages, so the coefficients' standard errors are
-the spread of the per-draw fits over √draws. :func:`predicted_coefficients` gives the first two from a
-:class:`~nqm.measure.Measurement`.
+:func:`nqm.measure.one_step_changes` measures ΔL for every draw on a grid of ε (the same minibatch for every ε of a
+draw, so the grid's cells are correlated and a fit per draw carries that), and :func:`nqm.measure.fit_one_step` fits
+each draw's curve by least squares on ``ε, ε², …`` (no intercept: ΔL(0) = 0) and averages, so the coefficients'
+standard errors are the spread of the per-draw fits over √draws. :func:`nqm.measure.predicted_coefficients` gives
+the first two from a :class:`~nqm.measure.Measurement`.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def fit_one_step(lrs, changes, degree: int = 4) -> tuple[np.ndarray, np.ndarray]
 
 
 def predicted_coefficients(m, batch_sizes, sampling: str = "batches") -> tuple[np.ndarray, np.ndarray]:
-    """(c₁, c₂) = (−|G|², ½(GᵀHG + tr(HΣ)κ_B)) from a measurement, κ_B as ``sampling`` draws the batches."""
+    """(c₁, c₂) = ``(−|G|², ½(GᵀHG + tr(HΣ)κ_B))`` from a measurement, κ_B as ``sampling`` draws the batches."""
     kappa = np.array([batch_factor(m.n, b, sampling) for b in np.atleast_1d(batch_sizes)])
     return np.full(kappa.shape, -m.grad_norm_sq), 0.5 * (m.gHg + m.tr_h_sigma * kappa)
 

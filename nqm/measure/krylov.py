@@ -1,6 +1,6 @@
 r"""Lanczos on a symmetric operator given by its products, and the Gauss quadrature it implies.
 
-For a symmetric H and a start q₀ (|q₀| = 1), m steps of Lanczos build an orthonormal basis Q_m of the Krylov space
+For a symmetric H and a start q₀ (``|q₀| = 1``), m steps of Lanczos build an orthonormal basis Q_m of the Krylov space
 span{q₀, Hq₀, …, H^{m−1}q₀} and the tridiagonal T_m = Q_mᵀHQ_m (diagonal α, off-diagonal β). With
 T_m = V diag(τ) Vᵀ, the nodes τ_j and weights w_j = V_{0j}² are the Gauss quadrature of q₀'s spectral measure:
 
