@@ -28,7 +28,66 @@ class Mutation:
     tests: tuple[str, ...]
 
 
+REFS = ("tests/test_independent_references.py",)
+
 MUTATIONS = [
+    # the six one-line mutations of an outside audit that the suite missed (issue: every seed, every planted bug)
+    Mutation(
+        "dense-scan-skips-a-step-between-chunks",
+        "nqm/dynamics/whole_runs.py",
+        "        start, chunk = ts[-1] + 1, min(",
+        "        start, chunk = ts[-1] + 2, min(",
+        REFS,
+    ),
+    Mutation(
+        "monotone-tolerance-loosened",
+        "nqm/dynamics/whole_runs.py",
+        "np.all(loss.v0 >= rows.v_inf * (1 - 1e-12), axis=1)",
+        "np.all(loss.v0 >= rows.v_inf * (1 - 1e-1), axis=1)",
+        REFS,
+    ),
+    Mutation(
+        "frontier-fit-plain-least-squares",
+        "nqm/dynamics/frontier.py",
+        "    (s_min, e_min), *_ = np.linalg.lstsq(x, np.ones(ok.sum()), rcond=None)",
+        "    (s_min, e_min), *_ = np.linalg.lstsq(x * steps[ok, None], steps[ok], rcond=None)",
+        REFS,
+    ),
+    Mutation(
+        "adam-preconditioner-without-1/B",
+        "nqm/theory.py",
+        "np.diag(p.parameter_sigma) / b[..., None]",
+        "np.diag(p.parameter_sigma) + 0 * b[..., None]",
+        REFS,
+    ),
+    Mutation(
+        "noise-scales-along-b-simple-v@h",
+        "nqm/dynamics/expected.py",
+        "p.trace_sigma / (v @ p.h**2)",
+        "p.trace_sigma / (v @ p.h)",
+        REFS,
+    ),
+    Mutation(
+        "problem-file-default-q",
+        "nqm/problem_file.py",
+        '        where.number(table, "q", "[noise]", 1.0, positive=False),',
+        '        where.number(table, "q", "[noise]", 2.0, positive=False),',
+        REFS,
+    ),
+    Mutation(
+        "sign-descent-root-b-to-b",
+        "nqm/theory.py",
+        "np.where(self.g == 0, 0.0, self.g * np.sqrt(b)[:, None] / sd)",
+        "np.where(self.g == 0, 0.0, self.g * b[:, None] / sd)",
+        REFS,
+    ),
+    Mutation(
+        "sign-descent-pair-covariance-halved",
+        "nqm/theory.py",
+        "    cov = _sign_covariance(inputs.a[0, i], inputs.a[0, j], rho)",
+        "    cov = 0.5 * _sign_covariance(inputs.a[0, i], inputs.a[0, j], rho)",
+        REFS,
+    ),
     Mutation(
         "measure-sigma-by-n-1",
         "nqm/measure/measurement.py",

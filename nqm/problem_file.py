@@ -10,7 +10,7 @@ A file names a spectrum, a noise model, optionally a rotation of the simulator's
     [noise]
     kind = "power"            # power (scale, q): c = scale·h^q | misaligned (scale, q, strength, seed): that c
     scale = 1.0               # rotated away from H | file (path): c per coordinate | dense (path): a (d, d) .npy Σ
-    q = 1.0
+    q = 1.0                   # (scale and q default to 1: c = h)
     [basis]                   # optional: simulate on x = Qθ with Q = spectra.random_rotation(d, strength, seed)
     strength = 1.0
     seed = 0
