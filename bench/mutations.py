@@ -75,6 +75,13 @@ MUTATIONS = [
         REFS,
     ),
     Mutation(
+        "sgd-tuner-ignores-rising-coordinates",
+        "nqm/dynamics/whole_runs.py",
+        "    below = eps_cap < feasible * (1 - 1e-9)",
+        "    below = eps_cap < 0 * feasible",
+        ("tests/test_rising_coordinates.py",),
+    ),
+    Mutation(
         "sign-descent-root-b-to-b",
         "nqm/theory.py",
         "np.where(self.g == 0, 0.0, self.g * np.sqrt(b)[:, None] / sd)",

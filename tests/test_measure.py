@@ -124,17 +124,22 @@ def tiny_logistic(n=70, features=5, classes=3, l2=0.05, seed=7):
     return nqm.measure.JaxModel(loss, params, x, y, name="tiny logistic"), x, y, l2
 
 
-def logistic_by_hand(theta, x, y, l2, hessian=True):
-    """Per-example gradients and the dense Hessian of the mean loss, from the softmax's derivatives.
-
-    θ is ravel_pytree's order of {"b", "w"}: b (classes,) then W (features, classes) row-major.
-    """
+def softmax_of(theta, x):
+    """(n, features, classes, W, the softmax probabilities (n, classes)) of the logistic regression at θ."""
     n, f = x.shape
     k = theta.size // (f + 1)
     b, w = theta[:k], theta[k:].reshape(f, k)
     logits = x @ w + b
     prob = np.exp(logits - logits.max(axis=1, keepdims=True))
-    prob /= prob.sum(axis=1, keepdims=True)
+    return n, f, k, w, prob / prob.sum(axis=1, keepdims=True)
+
+
+def logistic_by_hand(theta, x, y, l2, hessian=True):
+    """Per-example gradients and the dense Hessian of the mean loss, from the softmax's derivatives.
+
+    θ is ravel_pytree's order of {"b", "w"}: b (classes,) then W (features, classes) row-major.
+    """
+    n, f, k, w, prob = softmax_of(theta, x)
     r = prob - np.eye(k)[y]  # ∂ℓ/∂logits
     grads = np.concatenate([r, (x[:, :, None] * r[:, None, :]).reshape(n, f * k) + l2 * w.ravel()], axis=1)
     if not hessian:
@@ -277,12 +282,7 @@ def test_two_batch_estimators_have_their_finite_set_expectations():
 
 def logistic_hvp_by_hand(theta, x, l2, v):
     """Hv for the logistic regression without forming H: J v per example, (diag p − ppᵀ), then Jᵀ."""
-    n, f = x.shape
-    k = theta.size // (f + 1)
-    b, w = theta[:k], theta[k:].reshape(f, k)
-    logits = x @ w + b
-    prob = np.exp(logits - logits.max(axis=1, keepdims=True))
-    prob /= prob.sum(axis=1, keepdims=True)
+    n, f, k, w, prob = softmax_of(theta, x)
     vb, vw = v[:k], v[k:].reshape(f, k)
     jv = x @ vw + vb
     cjv = prob * jv - prob * np.sum(prob * jv, axis=1, keepdims=True)
