@@ -99,3 +99,25 @@ def test_real_full_batch_runs_hit_the_target_when_the_recursion_does():
         assert got == expected
     runs = tuned_steps(model, theta0, target, [model.n], [0.5, 1.0, 1.9], seeds=(0, 1), max_steps=5000)
     assert runs.lr[0] == 1.9 and np.all(runs.per_seed == runs.steps[0])  # no noise: every seed alike
+
+
+def test_a_fused_real_run_takes_the_same_steps_as_one_call_a_step():
+    pytest.importorskip("jax")
+    from test_measure import tiny_logistic
+
+    model, *_ = tiny_logistic()
+    stepwise = nqm.measure.Model(
+        n=model.n,
+        dim=model.dim,
+        loss=model.loss,
+        gradient=model.gradient,
+        per_example_gradients=model.per_example_gradients,
+        hvp=model.hvp,
+        losses_at=model.losses_at,
+        gradients_on=model.gradients_on,
+    )
+    start = model.loss(model.initial, model.everything)
+    for beta, target in ((0.0, 0.95 * start), (0.9, 0.95 * start), (0.0, 0.0)):
+        fused = steps_to_loss(model, model.initial, 0.3, 8, target, momentum=beta, max_steps=300, seed=4)
+        plain = steps_to_loss(stepwise, model.initial, 0.3, 8, target, momentum=beta, max_steps=300, seed=4)
+        assert fused == plain and (np.isfinite(fused) or target == 0.0)

@@ -5,7 +5,9 @@ The four callables are JAX's transformations of ``ℓ(params, x, y)``, the loss 
 * per-example gradients ``vmap(grad(ℓ))`` over a chunk of examples;
 * the mean loss and its gradient on any index set;
 * Hessian-vector products of the full-batch mean loss by forward-over-reverse differentiation,
-  ``Hv = ∂/∂t ∇L(θ + tv)|₀ = jvp(grad(L), (θ,), (v,))`` (Pearlmutter 1994), vmapped over the vectors.
+  ``Hv = ∂/∂t ∇L(θ + tv)|₀ = jvp(grad(L), (θ,), (v,))`` (Pearlmutter 1994), vmapped over the vectors;
+* batched losses and gradients (for one real step, many times), and real heavy-ball runs of many steps in one
+  compiled ``lax.scan`` (for whole runs).
 
 ``params`` is any pytree, flattened with ``jax.flatten_util.ravel_pytree``; every computation runs in float64
 (inside ``jax.enable_x64``, without changing the caller's global setting), since exact comparisons with the
@@ -71,6 +73,16 @@ class JaxModel(Model):
         def hvp_one(theta, v):
             return jax.jvp(jax.grad(full_loss), (theta,), (v,))[1]
 
+        def heavy_ball_run(theta, velocity, lr, momentum, rows):
+            def step(carry, idx):
+                th, v = carry
+                v = momentum * v + jax.grad(mean_loss)(th, idx)
+                th = th - lr * v
+                return (th, v), full_loss(th)
+
+            (theta, velocity), losses = jax.lax.scan(step, (theta, velocity), rows)
+            return theta, velocity, losses
+
         compiled = {
             "loss": jax.jit(mean_loss),
             "gradient": jax.jit(jax.grad(mean_loss)),
@@ -90,6 +102,15 @@ class JaxModel(Model):
 
             return call
 
+        def run_on_host(run):
+            def call(theta, velocity, lr, momentum, rows):
+                with jax.enable_x64(True):
+                    f64 = jnp.float64
+                    out = run(jnp.asarray(theta, f64), jnp.asarray(velocity, f64), f64(lr), f64(momentum), rows)
+                return tuple(np.asarray(a, dtype=np.float64) for a in out)
+
+            return call
+
         super().__init__(
             n=int(x.shape[0]),
             dim=int(flat.size),
@@ -100,6 +121,7 @@ class JaxModel(Model):
             name=name,
             losses_at=on_host(compiled["losses_at"]),
             gradients_on=on_host(compiled["gradients_on"]),
+            heavy_ball_run=run_on_host(jax.jit(heavy_ball_run)),
         )
         object.__setattr__(self, "initial", np.asarray(flat, dtype=np.float64))
         object.__setattr__(self, "unravel", unravel)

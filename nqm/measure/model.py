@@ -50,6 +50,9 @@ class Model:
             (k, D); without it :meth:`losses` calls ``loss`` row by row.
         gradients_on: optional, ``gradients_on(theta, rows) -> (k, D)``, the mean gradient on each row of the index
             matrix ``rows`` (k, B); without it :meth:`gradients` calls ``gradient`` row by row.
+        heavy_ball_run: optional, ``heavy_ball_run(theta, velocity, lr, momentum, rows) -> (theta, velocity,
+            losses)``: one heavy-ball step ``v ← βv + ĝ, θ ← θ − εv`` per row of the index matrix ``rows`` (T, B),
+            and the full training loss after each (T,); without it real runs take one step per call.
     """
 
     n: int
@@ -61,6 +64,7 @@ class Model:
     name: str = "model"
     losses_at: Callable | None = None
     gradients_on: Callable | None = None
+    heavy_ball_run: Callable | None = None
 
     def __post_init__(self):
         for field in ("n", "dim"):
@@ -72,7 +76,7 @@ class Model:
         for field in ("loss", "gradient", "per_example_gradients", "hvp"):
             if not callable(getattr(self, field)):
                 raise TypeError(f"{field} must be callable, got {type(getattr(self, field)).__name__}")
-        for field in ("losses_at", "gradients_on"):
+        for field in ("losses_at", "gradients_on", "heavy_ball_run"):
             if getattr(self, field) is not None and not callable(getattr(self, field)):
                 raise TypeError(f"{field} must be callable or None, got {type(getattr(self, field)).__name__}")
 
