@@ -298,18 +298,57 @@ _RISING_GRID = 48  # log-spaced ε per batch size over _RISING_DECADES below the
 _RISING_DECADES = 4  # around the best
 
 
-def _fewest_steps_scanned(p, target, batch_size, init_var, precond, eps_top):
+def _first_hit_two_sided(rows: _Rows, target: float, max_steps: float) -> float:
+    r"""The first integer t ≥ 1 with L(t) ≤ target for one row of SGD whose coordinates may rise or fall; inf if none
+    up to ``max_steps``.
+
+    ``L(t) = L∞ + Σ_i w_i e^{ℓ_i t}`` with ``w_i = ½h_i(V₀ᵢ − V∞ᵢ)``: the falling terms (w > 0) decrease in t, the
+    rising ones (w < 0) increase, so on [a, b] ``L ≥ L∞ + Σ_{w>0} w e^{ℓb} + Σ_{w<0} w e^{ℓa}``. Intervals doubling in
+    length are pruned by that bound and split where it does not prune, left first, down to single steps, so the
+    answer is the exact first hit of the closed form in O(d log t) for a smooth run; past the point where even
+    ``L∞ + Σ_{w<0} w e^{ℓa}`` (every falling term gone) exceeds the target, no later step can reach it.
+    """
+    w = rows.gap[0] * rows.loss.half_h
+    ell, base = rows.ell[0], float(rows.v_inf[0] @ rows.loss.half_h)
+    falling, rising = w > 0, w < 0
+
+    def value(t):
+        return base + float(w @ np.exp(np.maximum(t * ell, -745.0)))
+
+    def bound(a, b):
+        return base + float(w[falling] @ np.exp(b * ell[falling])) + float(w[rising] @ np.exp(a * ell[rising]))
+
+    lo = 1
+    while lo <= max_steps:
+        if base + float(w[rising] @ np.exp(lo * ell[rising])) > target:
+            return float("inf")  # even with every falling term gone
+        stack = [(lo, min(2 * lo - 1, int(max_steps)))]
+        while stack:
+            a, b = stack.pop()
+            if bound(a, b) > target:
+                continue
+            if a == b:
+                if value(a) <= target:
+                    return float(a)
+                continue
+            mid = (a + b) // 2
+            stack += [(mid + 1, b), (a, mid)]  # the left half is popped first
+        lo *= 2
+    return float("inf")
+
+
+def _fewest_steps_scanned(loss: _SGDLoss, target, eps_top):
     """(steps, ε) with the fewest exact steps over a log grid of ε in [eps_top·10⁻⁴, eps_top], then a finer grid
-    between the best point's neighbours. Scanned from large ε down, each run cut off at the best count so far
-    (a run that needs more is of no interest), so the grid costs about its size × the best run."""
+    between the best point's neighbours; each run's first hit by :func:`_first_hit_two_sided`, cut off at the best
+    count so far."""
     best_steps, best_eps = float("inf"), float("nan")
 
     def scan(grid):
         nonlocal best_steps, best_eps
         counts = np.full(grid.size, np.inf)
         for k in range(grid.size - 1, -1, -1):
-            cap = best_steps if np.isfinite(best_steps) else 10**7
-            counts[k] = steps_to_target(p, Sgd(grid[k], precond), batch_size, target, init_var=init_var, max_steps=cap)
+            cap = best_steps if np.isfinite(best_steps) else 10**9
+            counts[k] = _first_hit_two_sided(loss.at(np.array([grid[k]])), target, cap)
             if counts[k] < best_steps or (counts[k] == best_steps and grid[k] < best_eps):
                 best_steps, best_eps = counts[k], grid[k]
         return counts
@@ -327,9 +366,9 @@ def _optimal_with_rising_coordinates(p, target, b, init_var, precond, feasible, 
 
     Such a coordinate's loss only rises, so L(t) need not decrease and the Newton search on the smooth crossing
     (which needs every coordinate to relax downwards) would be confined to ε below the first such level — for a
-    coordinate that starts at 0 with noise, to ε = 0. These rows are instead tuned on exact first hits
-    (:func:`steps_to_target`, which scans such runs step by step) over a log grid of ε below the feasible step
-    and a finer grid around its best point; the others by the search, as before.
+    coordinate that starts at 0 with noise, to ε = 0. These rows are instead tuned on exact first hits of the
+    closed form (:func:`_first_hit_two_sided`) over a log grid of ε below the feasible step and a finer grid
+    around its best point; the others by the search, as before.
     """
     steps, eps, t = np.empty(b.size), np.empty(b.size), np.empty(b.size)
     interior = np.zeros(b.size, dtype=bool)
@@ -337,8 +376,9 @@ def _optimal_with_rising_coordinates(p, target, b, init_var, precond, feasible, 
         rest = optimal_steps_to_target(p, target, b[~below], init_var=init_var, precond=precond)
         steps[~below], eps[~below], t[~below] = rest.steps, rest.lr, rest.steps_continuous
         interior[~below] = rest.interior
+    loss = _SGDLoss(p, b, init_var, precond)
     for j in np.nonzero(below)[0]:
-        steps[j], eps[j] = _fewest_steps_scanned(p, target, b[j], init_var, precond, feasible[j])
+        steps[j], eps[j] = _fewest_steps_scanned(loss.subset([j]), target, feasible[j])
         t[j] = steps[j]
         interior[j] = np.isfinite(steps[j]) and eps[j] < feasible[j] * (1 - 1e-6)
     pre = None if precond is None else check_precond(p, precond)
