@@ -82,6 +82,13 @@ MUTATIONS = [
         ("tests/test_rising_coordinates.py",),
     ),
     Mutation(
+        "rising-first-hit-bound-not-a-bound",
+        "nqm/dynamics/whole_runs.py",
+        "float(w[falling] @ np.exp(b * ell[falling]))",
+        "float(w[falling] @ np.exp(a * ell[falling]))",
+        ("tests/test_rising_coordinates.py",),
+    ),
+    Mutation(
         "sign-descent-root-b-to-b",
         "nqm/theory.py",
         "np.where(self.g == 0, 0.0, self.g * np.sqrt(b)[:, None] / sd)",
