@@ -89,6 +89,13 @@ MUTATIONS = [
         ("tests/test_rising_coordinates.py",),
     ),
     Mutation(
+        "critical-noise-scales-end-one-step-early",
+        "nqm/dynamics/critical.py",
+        "        float(scales[-1, 1]),",
+        "        float(scales[-2, 1]),",
+        REFS,
+    ),
+    Mutation(
         "sign-descent-root-b-to-b",
         "nqm/theory.py",
         "np.where(self.g == 0, 0.0, self.g * np.sqrt(b)[:, None] / sd)",

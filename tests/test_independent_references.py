@@ -164,3 +164,22 @@ def test_sign_moments_equal_orthant_probabilities_of_the_batch_gradient():
             both = stats.multivariate_normal.cdf([0.0, 0.0], -gx[[i, j]], cov[pair], abseps=1e-12, releps=1e-12)
             expected = 1 - 2 * (up[i] + up[j] - 2 * both)
             assert second[i, j] == pytest.approx(expected, abs=1e-8), (i, j)
+
+
+def test_critical_batch_sizes_noise_scales_equal_the_variance_recursion():
+    """b_noise_start/end and b_simple_start/end of the run at the grid's batch size nearest B_crit, from a plain
+    recursion of SGD's variances over that run (ratios of expectations)."""
+    h = np.geomspace(0.01, 1.0, 30)
+    c = h**0.7
+    p = nqm.NoisyQuadratic(h, c)
+    batches = 2.0 ** np.arange(0, 12)
+    cb = dynamics.critical_batch_sizes(p, 0.05, batch_sizes=batches, init_var=1.5)
+    run = dynamics.optimal_steps_to_target(p, 0.05, [cb.run_batch], init_var=1.5)
+    lr, steps = float(run.lr[0]), int(run.steps[0])
+    m = np.full(h.size, 1.5)
+    start = ((h @ c) / (h**3 @ m), c.sum() / (h**2 @ m))
+    for _ in range(steps):
+        m = (1 - lr * h) ** 2 * m + lr * lr * c / cb.run_batch
+    end = ((h @ c) / (h**3 @ m), c.sum() / (h**2 @ m))
+    assert (cb.b_noise_start, cb.b_simple_start) == pytest.approx(start, rel=1e-12)
+    assert (cb.b_noise_end, cb.b_simple_end) == pytest.approx(end, rel=1e-9)
