@@ -6,6 +6,7 @@ import functools
 import io
 import json
 import math
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -20,6 +21,9 @@ import pytest
 from nqm import sweep
 from nqm.progress import Progress
 
+# a fresh interpreter per worker (Python 3.14's default on Linux): forking a process that has started JAX's or
+# BLAS's threads (other tests import JAX) can deadlock, and JAX says so with a warning at fork
+FORKSERVER = multiprocessing.get_context("forkserver")
 SIM_FIXED = {"d": 64, "lr": 0.5, "steps": 30, "replicas": 8, "at": [0, 10, 30]}
 SIM_GRID = sweep.grid(batch_size=[2, 32], momentum=[0.0, 0.5], repeat=[0, 1])
 
@@ -88,7 +92,7 @@ def test_unknown_tasks_and_parameters_are_refused():
 
     with pytest.raises(ValueError, match="cannot take the parameters"):
         sweep.run(f, [{"y": 1}], progress=False)
-    with ProcessPoolExecutor(1) as ex, pytest.raises(ValueError, match="must pickle"):
+    with ProcessPoolExecutor(1, mp_context=FORKSERVER) as ex, pytest.raises(ValueError, match="must pickle"):
         sweep.run(lambda x: x, [{"x": 1}], executor=ex, progress=False)
 
 
@@ -103,7 +107,7 @@ def test_seeds_derive_from_parameters_not_from_order_or_chunking(inline_simulati
 
 
 def test_process_pool_gives_identical_results(inline_simulations):
-    with ProcessPoolExecutor(2) as ex:
+    with ProcessPoolExecutor(2, mp_context=FORKSERVER) as ex:
         pooled = sweep.run("simulate", SIM_GRID, fixed=SIM_FIXED, executor=ex, chunksize=2, progress=False)
     assert results(pooled) == results(inline_simulations)
 
