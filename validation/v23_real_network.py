@@ -80,7 +80,7 @@ def run(ctx: Context) -> Outcome:
     why = missing_extra()
     if why:
         return Outcome(tables=[Table(title="V23 not run", columns=["reason"], rows=[[why]])])
-    from nqm.measure import draw_fits, measure, one_step_changes, predicted_coefficients, sgd_point
+    from nqm.measure import draw_fits, mean_of_fits, measure, one_step_changes, predicted_coefficients, sgd_point
 
     quick = ctx.quick
     checks, rows, law_rows, curves, unpowered = [], [], [], {}, []
@@ -101,7 +101,7 @@ def run(ctx: Context) -> Outcome:
         lrs = np.minimum(eps_opt, STEP_CAP / m.eigenvalues[0])[:, None] * EPS_FACTORS
         changes = one_step_changes(model, theta, lrs, BATCH_SIZES, ctx.budget.real_draws, seed=[ctx.seed, 23, n, 2])
         fits = draw_fits(lrs, changes, DEGREE)
-        mean, se = fits.mean(axis=0), fits.std(axis=0, ddof=1) / np.sqrt(fits.shape[0])
+        mean, se = mean_of_fits(fits)
         c1, c2 = predicted_coefficients(m, BATCH_SIZES)
         linear = Check(
             name=f"V23 one real SGD step: linear coefficient [{key}]",

@@ -26,7 +26,7 @@ from .krylov import gauss_quadrature, lanczos
 from .local import LocalQuadratic, local_quadratic
 from .measurement import Measurement, TwoBatchEstimates, measure
 from .model import Model, quadratic_model
-from .one_step import draw_fits, fit_one_step, one_step_changes, predicted_coefficients, sgd_point
+from .one_step import draw_fits, fit_one_step, mean_of_fits, one_step_changes, predicted_coefficients, sgd_point
 from .training import TunedSteps, steps_to_loss, tuned_steps
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "TwoBatchEstimates",
     "draw_fits",
     "fit_one_step",
+    "mean_of_fits",
     "one_step_changes",
     "predicted_coefficients",
     "sgd_point",

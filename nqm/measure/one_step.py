@@ -24,7 +24,7 @@ from ..checks import check_count
 from ..finite_data import batch_factor
 from .model import Model
 
-__all__ = ["one_step_changes", "draw_fits", "fit_one_step", "predicted_coefficients", "sgd_point"]
+__all__ = ["one_step_changes", "draw_fits", "fit_one_step", "mean_of_fits", "predicted_coefficients", "sgd_point"]
 
 _THETAS_PER_CALL = 64  # stepped points per loss call: bounds a vectorised model's memory (θs × N × width)
 
@@ -88,10 +88,15 @@ def draw_fits(lrs, changes, degree: int = 4) -> np.ndarray:
     return out
 
 
+def mean_of_fits(fits) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, standard error) over draws of per-draw fits (draws, nB, degree): each draw is independent."""
+    fits = np.asarray(fits, dtype=np.float64)
+    return fits.mean(axis=0), fits.std(axis=0, ddof=1) / np.sqrt(fits.shape[0])
+
+
 def fit_one_step(lrs, changes, degree: int = 4) -> tuple[np.ndarray, np.ndarray]:
     """The per-draw fits of :func:`draw_fits` averaged: ``mean`` (nB, degree) and its standard error ``se``."""
-    fits = draw_fits(lrs, changes, degree)
-    return fits.mean(axis=0), fits.std(axis=0, ddof=1) / np.sqrt(fits.shape[0])
+    return mean_of_fits(draw_fits(lrs, changes, degree))
 
 
 def predicted_coefficients(m, batch_sizes, sampling: str = "batches") -> tuple[np.ndarray, np.ndarray]:
