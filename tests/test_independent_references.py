@@ -79,19 +79,44 @@ def test_first_hit_of_sgd_with_a_coordinate_just_below_its_stationary_level(k):
     assert got == expected
 
 
-def test_fit_frontier_minimises_its_stated_relative_loss_on_runs_that_are_no_hyperbola():
+def test_fit_frontier_minimises_its_stated_log_loss_on_runs_that_are_no_hyperbola():
     b = 2.0 ** np.arange(0, 14)
     steps = 40 + 3000 / b + 200 / np.sqrt(b) + 5 * np.log1p(b)  # not S_min + E_min/B
 
-    def relative_loss(x):
-        return np.sum(((x[0] + x[1] / b) / steps - 1) ** 2)
+    def log_loss(x):
+        fitted = x[0] + x[1] / b
+        return np.sum(np.log(fitted / steps) ** 2) if np.all(fitted > 0) else np.inf
 
     s_min, e_min, _ = fit_frontier(b, steps)
-    brute = optimize.minimize(relative_loss, x0=[steps.min(), steps[0]], method="Nelder-Mead",
+    brute = optimize.minimize(log_loss, x0=[steps.min(), steps[0]], method="Nelder-Mead",
                               options={"xatol": 1e-10, "fatol": 1e-16, "maxiter": 20_000})  # fmt: skip
     assert (s_min, e_min) == pytest.approx(tuple(brute.x), rel=1e-6)
     plain, *_ = np.linalg.lstsq(np.stack([np.ones(b.size), 1 / b], 1), steps, rcond=None)
     assert abs(plain[1] / plain[0] - e_min / s_min) > 0.05 * (e_min / s_min)  # the plain fit is another answer
+    relative, *_ = np.linalg.lstsq(np.stack([np.ones(b.size), 1 / b], 1) / steps[:, None], np.ones(b.size), rcond=None)
+    assert abs(relative[1] / relative[0] - e_min / s_min) > 1e-3 * (e_min / s_min)  # so is the relative-error one
+
+
+@pytest.mark.parametrize(
+    ("steps", "edge"),
+    [(lambda b: 50 * b**0.05 * np.exp(0.1 * np.sin(b)), "plateau"), (lambda b: 900 / b**1.05, "hyperbola")],
+)
+def test_fit_frontier_finds_an_optimum_on_the_edge_of_s_min_e_min_nonnegative(steps, edge):
+    b = 2.0 ** np.arange(0, 10)
+    s = steps(b)
+    s_min, e_min, _ = fit_frontier(b, s)
+    grid = np.linspace(0, 2, 401)  # brute force over the closed quadrant, around the edge optimum
+    if edge == "plateau":
+        scale = np.exp(np.log(s).mean())
+        cands = [(scale * u, scale * v) for u in grid for v in grid * 0.05]
+    else:
+        scale = np.exp(np.mean(np.log(s * b)))
+        cands = [(scale * v * 0.05, scale * u) for u in grid for v in grid]
+    losses = [np.sum(np.log((p + q / b) / s) ** 2) if p + q / b.max() > 0 else np.inf for p, q in cands]
+    best = cands[int(np.argmin(losses))]
+    assert (e_min if edge == "plateau" else s_min) == 0.0
+    assert np.sum(np.log((s_min + e_min / b) / s) ** 2) <= min(losses) + 1e-15
+    assert (s_min, e_min)[edge == "hyperbola"] == pytest.approx(best[edge == "hyperbola"], rel=0.01)
 
 
 def test_adam_preconditioner_is_the_mean_square_batch_gradient():

@@ -20,7 +20,7 @@ The public face of the package; the pieces live behind it:
 References: Zhang et al. 2019 (arXiv:1907.04164); McCandlish et al. 2018 (arXiv:1812.06162).
 """
 
-from .critical import CriticalBatchSizes, critical_batch_sizes, linear_scaling_limit
+from .critical import CriticalBatchSizes, critical_batch_sizes, linear_scaling_limit, linear_scaling_on_frontier
 from .critical_scaling import (
     CriticalScaling,
     ScalingExponents,
@@ -40,7 +40,7 @@ from .expected import (
     sgd_variance,
     steady_state_loss,
 )
-from .frontier import fit_frontier
+from .frontier import fit_frontier, fit_frontiers
 from .local_critical import LocalCriticalBatch, local_critical_batch
 from .ramps import (
     ConstantMatch,
@@ -66,6 +66,7 @@ __all__ = [
     "critical_batch_sizes",
     "CriticalBatchSizes",
     "linear_scaling_limit",
+    "linear_scaling_on_frontier",
     "large_batch_steps",
     "small_batch_examples",
     "SmallBatchLimit",
@@ -82,6 +83,7 @@ __all__ = [
     "DecayedSgdMoments",
     "noise_scales_along",
     "fit_frontier",
+    "fit_frontiers",
     "steps_to_target",
     "optimal_steps_to_target",
     "OptimalRuns",

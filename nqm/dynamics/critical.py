@@ -31,7 +31,7 @@ from .expected import noise_scales_along
 from .frontier import fit_frontier
 from .whole_runs import check_target, optimal_steps_to_target
 
-__all__ = ["CriticalBatchSizes", "critical_batch_sizes", "linear_scaling_limit"]
+__all__ = ["CriticalBatchSizes", "critical_batch_sizes", "linear_scaling_limit", "linear_scaling_on_frontier"]
 
 BATCH_SIZES = 2.0 ** np.arange(0, 21)
 
@@ -94,6 +94,22 @@ def linear_scaling_limit(steps_at, reference_batch: float, tolerance: float, hig
     return float(np.exp(hi))
 
 
+def linear_scaling_on_frontier(s_min: float, e_min: float, reference_batch: float, tolerance: float) -> float:
+    r"""Zhang et al. 2024's B_τ on the hyperbola S = S_min + E_min/B: the B with S(B)·B = (1 + τ)·S(B₀)·B₀,
+
+    .. math:: B_\tau = (1 + \tau) B_0 + \tau\, E_\text{min}/S_\text{min}
+
+    (inf when S_min = 0: on a pure hyperbola S·B never grows).
+
+    Example:
+        >>> linear_scaling_on_frontier(100.0, 1000.0, 1.0, 0.2)  # 1.2 + 0.2·10
+        3.2
+    """
+    if s_min == 0:
+        return float("inf")
+    return (1 + tolerance) * reference_batch + tolerance * e_min / s_min
+
+
 def critical_batch_sizes(
     p,
     target,
@@ -137,7 +153,7 @@ def critical_batch_sizes(
         tolerance=tolerance,
         reference_batch=reference_batch,
         linear_scaling=linear_scaling_limit(steps_at, reference_batch, tolerance, float(batch[reached].max())),
-        linear_scaling_from_frontier=(1 + tolerance) * reference_batch + tolerance * crit,
+        linear_scaling_from_frontier=linear_scaling_on_frontier(s_min, e_min, reference_batch, tolerance),
         run_batch=float(runs.batch_sizes[i]),
         b_noise_start=scales[0],
         b_simple_start=scales[1],
