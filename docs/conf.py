@@ -72,6 +72,7 @@ API = [
     "nqm.least_squares",
     "nqm.finite_data",
     "nqm.measure",
+    "nqm.real_sweeps",
     "nqm.info",
     "nqm.curves",
     "nqm.sweep",

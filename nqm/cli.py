@@ -5,7 +5,9 @@ suite (with ``--problem``, the claims that apply to a given problem, on that pro
 ``nqm plot NAME [--out FILE] [--d N] [--target T] [--seed N]`` draws a figure of :mod:`nqm.gallery`
 (``nqm plot all --out DIR`` draws every one, ``nqm plot --list`` names them, ``--problem FILE`` draws on a problem
 file's problem);
-``nqm info --problem FILE [--target L] [--json]`` summarises a problem file (:mod:`nqm.info`).
+``nqm info --problem FILE [--target L] [--json]`` summarises a problem file (:mod:`nqm.info`);
+``nqm frontier SWEEP [--group G] [--json] [--plot FILE] [--nqm-shape] [--problem FILE]`` puts a measured sweep
+(a CSV file, or ``zhang2024``) through the critical-batch definitions (:mod:`nqm.real_sweeps`).
 
 A user error (a bad argument, an unreadable problem file) is one line on stderr and exit status 2.
 """
@@ -76,11 +78,15 @@ def _plot_errors(args) -> str | None:
         if args.format not in _image_formats():
             return f"--format {args.format!r} is not an image format; choose from {', '.join(sorted(_image_formats()))}"
         return _writable_directory(args.out or "nqm-figures")
-    out = Path(args.out or f"{args.name}.png")
+    return _image_file_errors(Path(args.out or f"{args.name}.png"), "--out")
+
+
+def _image_file_errors(out: Path, flag: str) -> str | None:
+    """What is wrong with ``out`` as an image file to write (named by its option ``flag``)."""
     if out.suffix.lstrip(".") not in _image_formats():
-        return f"--out {str(out)!r} has no image extension; use .png, .svg or .pdf"
+        return f"{flag} {str(out)!r} has no image extension; use .png, .svg or .pdf"
     if out.is_dir():
-        return f"--out {str(out)!r} is a directory; give a file name"
+        return f"{flag} {str(out)!r} is a directory; give a file name"
     return _writable_directory(out.parent if str(out.parent) else ".")
 
 
@@ -169,6 +175,42 @@ def _info(args) -> int:
     return 0
 
 
+def _frontier_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("sweep", help="a sweep CSV file (see nqm.real_sweeps.table), or 'zhang2024' (shipped)")
+    parser.add_argument("--group", action="append", default=None, help="a group to fit (repeatable; default all)")
+    parser.add_argument("--json", action="store_true", help="print JSON with stable keys instead of text")
+    parser.add_argument("--plot", default=None, help="draw steps against batch size with the fits to this file")
+    parser.add_argument("--nqm-shape", action="store_true", help="also fit the NQM's optimal-run curves (~20 s)")
+    parser.add_argument("--problem", default=None, help="with --nqm-shape/--plot: the NQM's problem file")
+    parser.add_argument("--draws", type=int, default=2000, help="bootstrap draws (default 2000)")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+
+
+def _frontier(args) -> int:
+    import json
+
+    from nqm import real_sweeps
+    from nqm.real_sweeps import summary
+
+    if args.plot and (problem := _image_file_errors(Path(args.plot), "--plot")):
+        return _fail("frontier", problem)
+    if args.draws < 2:
+        return _fail("frontier", f"--draws must be an integer >= 2, got {args.draws}")
+    sweep = real_sweeps.zhang2024() if args.sweep == "zhang2024" else real_sweeps.read_sweep(args.sweep)
+    for g in args.group or []:
+        sweep.select(g)  # names the groups the file has when ``g`` is not one of them
+    fits = summary.fit_all(sweep, args.group, draws=args.draws, seed=args.seed)
+    curves = None
+    if args.nqm_shape or args.plot:
+        problem, init_var = _read_problem(args.problem) if args.problem else (None, 1.0)
+        curves = real_sweeps.nqm_curves(problem, init_var=init_var)
+    facts = summary.frontier_facts(sweep, fits, curves if args.nqm_shape else None)
+    print(json.dumps(facts, indent=1) if args.json else summary.format_frontier(facts))
+    if args.plot:
+        summary.plot_frontier(fits, curves, args.plot)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = _Parser(prog="nqm", description="Noisy quadratic model: theory and simulation.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -177,7 +219,13 @@ def main(argv=None) -> int:
     build_parser(sub.add_parser("validate", help="hold every claim against simulation; write a report"))
     _plot_parser(sub.add_parser("plot", help="draw a figure of large-batch theory"))
     _info_parser(sub.add_parser("info", help="summarise a problem file: noise scales, optimal runs, B_crit"))
+    _frontier_parser(sub.add_parser("frontier", help="a measured sweep: S_min, E_min, B_crit with SEs, the 20% rule"))
     args = parser.parse_args(argv)
+    if args.command == "frontier":
+        try:
+            return _frontier(args)
+        except ValueError as e:
+            return _fail("frontier", str(e))
     if args.command == "info":
         try:
             return _info(args)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import problem_file
-from .checks import as_vector, check_count, check_positive_vector
+from .checks import as_vector, check_count, check_positive_vector, check_real
 
 __all__ = ["NoisyQuadratic", "check_precond"]
 
@@ -133,6 +133,13 @@ class NoisyQuadratic:
             f"NoisyQuadratic(name={self.name!r}, d={self.d}, h∈[{self.h.min():.3g}, {self.h.max():.3g}], "
             f"tr Σ={self.trace_sigma:.3g}, dense={self.sigma is not None}, rotated={self.basis is not None})"
         )
+
+    def with_noise_scaled(self, factor: float) -> NoisyQuadratic:
+        """The same problem with Σ multiplied by ``factor``: every expected dynamics at batch size B·factor is this
+        problem's at B (they depend on Σ/B alone), which reaches batch sizes below 1."""
+        factor = check_real("factor", factor, low=0.0, low_open=True)
+        noise = {"c": self.c * factor} if self.sigma is None else {"sigma": self.sigma * factor}
+        return type(self)(self.h, **noise, basis=self.basis, optimum=self.optimum, name=self.name)
 
     # -- constructors ---------------------------------------------------------------------------
     @classmethod

@@ -46,6 +46,9 @@ def test_readme_tour(tmp_path, monkeypatch):
         "nqm.measure.model",
         "nqm.measure.measurement",
         "nqm.measure.local",
+        "nqm.dynamics.critical",
+        "nqm.real_sweeps.table",
+        "nqm.real_sweeps.fit",
     ],
 )
 def test_docstring_examples(module):
