@@ -316,6 +316,19 @@ def finite_data(d: int = 100, seed: int = 0, target: float = 0.01, problem: Nois
     return fig
 
 
+def real_sweep(d: int = 300, seed: int = 0, target: float = 0.01, problem: NoisyQuadratic | None = None, init_var=1.0):
+    """Zhang et al. 2024's real sweeps (five language models, arXiv:2410.21676): steps against batch size with the
+    fitted hyperbola, the NQM's tuned-SGD curve fitted with its units free (of ``problem``; default h_i = 1/i with
+    c ∝ h, dimension ``d``), McCandlish's B_crit and the table's 20% batch marked. ``target`` is not used: the
+    NQM's target is fitted; ``seed`` seeds the (unused here) bootstrap."""
+    from .real_sweeps import fit_sweep, nqm_curves, power_law_problem, summary, zhang2024
+
+    sweep = zhang2024()
+    fits = [fit_sweep(sweep, g, draws=2, seed=seed) for g in sweep.groups()]  # the figure needs point estimates
+    curves = nqm_curves(power_law_problem(d) if problem is None else problem, shapes=("sgd",), init_var=init_var)
+    return summary.draw_frontier(fits, curves)
+
+
 FIGURES = {
     "laws": laws,
     "parabolas": parabolas,
@@ -328,6 +341,7 @@ FIGURES = {
     "ramps": ramps,
     "weight-decay": weight_decay,
     "finite-data": finite_data,
+    "real-sweep": real_sweep,
 }
 """The gallery's figures by name (``nqm plot NAME``): each draws one figure and returns it."""
 

@@ -9,7 +9,7 @@ from .fit import SweepFrontier, fit_sweep, power_law
 from .shape import NqmCurve, shape_fits
 from .table import Sweep
 
-__all__ = ["fit_all", "format_frontier", "frontier_facts", "plot_frontier", "plus_minus"]
+__all__ = ["draw_frontier", "fit_all", "format_frontier", "frontier_facts", "plot_frontier", "plus_minus"]
 
 
 def frontier_facts(sweep: Sweep, fits: list[SweepFrontier], curves: list[NqmCurve] | None = None) -> dict:
@@ -115,9 +115,9 @@ def format_frontier(facts: dict) -> str:
     return "\n".join(lines)
 
 
-def plot_frontier(fits: list[SweepFrontier], curves: list[NqmCurve] | None, path) -> None:
+def draw_frontier(fits: list[SweepFrontier], curves: list[NqmCurve] | None = None):
     """Steps against batch size per group: the points, the fitted hyperbola, the best NQM SGD curve (with
-    ``curves``), B_crit (dashed) and the table's B_20 (dotted) marked."""
+    ``curves``), B_crit (dashed) and the table's B_20 (dotted) marked. Returns the figure."""
     from .. import plots
 
     fig, (ax,) = plots.new_axes(1, width=6.0)
@@ -126,17 +126,23 @@ def plot_frontier(fits: list[SweepFrontier], curves: list[NqmCurve] | None, path
         b = np.geomspace(f.batch_sizes.min(), f.batch_sizes.max(), 200)
         ax.plot(f.batch_sizes, f.steps, "o", color=colour, label=f.group)
         ax.plot(b, f.predict(b), "-", color=colour, lw=1)
-        if curves:
-            (nqm_fit,) = [s for s in shape_fits(f.batch_sizes, f.steps, curves) if s.shape == "sgd"] or [None]
-            if nqm_fit is not None:
-                ax.plot(f.batch_sizes, f.steps * np.exp(nqm_fit.residuals), ":", color=colour, lw=1)
+        sgd = [s for s in shape_fits(f.batch_sizes, f.steps, curves) if s.shape == "sgd"] if curves else []
+        if sgd:
+            ax.plot(f.batch_sizes, f.steps * np.exp(sgd[0].residuals), ":", color=colour, lw=1)
         for x, style in ((f.b_crit, "--"), (f.linear_scaling, ":")):
             if np.isfinite(x):
                 ax.axvline(x, color=colour, ls=style, lw=0.8, alpha=0.6)
-    ax.set(xscale="log", yscale="log", xlabel="batch size B", ylabel="steps to target S",
-           title="steps to target: hyperbola (—), NQM SGD (⋯)\nB_crit (- -), B_20 read off the table (⋯)")  # fmt: skip
+    ax.set(xscale="log", yscale="log", xlabel="batch size B", ylabel="steps to target S")
+    ax.set_title("steps to target: hyperbola (—), NQM SGD (⋯)\nB_crit (- -), B_20 read off the table (⋯)", fontsize=9)
     ax.legend(fontsize="small")
-    plots.save(fig, path)
+    return fig
+
+
+def plot_frontier(fits: list[SweepFrontier], curves: list[NqmCurve] | None, path) -> None:
+    """:func:`draw_frontier` written to ``path``."""
+    from .. import plots
+
+    plots.save(draw_frontier(fits, curves), path)
 
 
 def fit_all(sweep: Sweep, groups=None, *, draws: int = 2000, seed=0) -> list[SweepFrontier]:
