@@ -1445,7 +1445,7 @@ def optimal_steps_to_target(
         val, ls, lx, lsx, lxx = part.at(eps_a).derivatives(ta)
         f, gx = val - target, lx
         det = ls * lxx - lx * lsx
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # near a cusp: not finite, not taken
             ds = (-f * lxx + gx * lx) / det
             dx = (-gx * ls + f * lsx) / det
         step_ok = np.isfinite(ds) & np.isfinite(dx)
@@ -1458,6 +1458,38 @@ def optimal_steps_to_target(
     # re-solve t exactly at the final ε (Newton's t satisfies F = 0 only to its tolerance)
     t = _crossing_time(loss, eps, target, t)
     steps = _first_integer_step(loss, eps, target, t)
+    eps, t, steps = _solved_coordinates(loss, target, eps_hi, eps, t, steps)
     interior = eps < eps_hi * (1 - 1e-6)
     pre = None if precond is None else check_precond(p, precond)
     return OptimalRuns(b, steps, b * steps, eps, t, interior, precond=pre)
+
+
+_CUSPS = 64  # the largest distinct curvatures whose one-step solution ε = 1/κ is tried per batch size
+
+
+def _solved_coordinates(loss: _SGDLoss, target, eps_hi, eps, t, steps):
+    """The fewest steps over the smooth optimum and the cusps of t(ε): (ε, t, steps) per row.
+
+    t(ε) has a downward cusp at every ε = 1/κ_j, where coordinate j is solved in one step ((1 − εκ_j)² = 0),
+    and the smooth search above cannot see one: with one coordinate, an isotropic H, or a few dominant top
+    curvatures the deepest cusp is the optimum (H = I, c = 1, B = 8192, target 0.01: ε = 1 reaches it in one
+    step; the smooth search returned 256). Between cusps t(ε) is smooth, so its minimum over ε ≤ ε_hi is the
+    smooth optimum or a cusp; the cusps within reach are ε = 1/κ_j ≤ ε_hi, i.e. κ_j ≥ κ_max/2 at most. Each is
+    crossed exactly (:func:`_crossing_time`, :func:`_first_integer_step`) and the fewest integer steps win
+    (ties keep the smooth optimum).
+    """
+    kappa = np.unique(loss.kappa)[::-1][:_CUSPS]
+    row, cusp = np.nonzero(kappa[None, :] > 1.0 / eps_hi[:, None])  # the (batch size, cusp) pairs within reach
+    if not row.size:
+        return eps, t, steps
+    cusp_eps, cusp_t, cusp_steps = 1.0 / kappa[cusp], np.empty(row.size), np.empty(row.size)
+    chunk = max(1, _CROSS_ELEMENTS // loss.kappa.size)  # pairs × coordinates held at once
+    for at in range(0, row.size, chunk):
+        part, pick = loss.subset(row[at : at + chunk]), slice(at, at + chunk)
+        cusp_t[pick] = _crossing_time(part, cusp_eps[pick], target)
+        cusp_steps[pick] = _first_integer_step(part, cusp_eps[pick], target, cusp_t[pick])
+    eps, t, steps = eps.copy(), t.copy(), steps.copy()
+    for i in np.argsort(cusp_steps)[::-1]:  # the fewest steps written last; ties keep the smooth optimum
+        if cusp_steps[i] < steps[row[i]]:
+            eps[row[i]], t[row[i]], steps[row[i]] = cusp_eps[i], cusp_t[i], cusp_steps[i]
+    return eps, t, steps
