@@ -19,7 +19,7 @@ from nqm import info, problem_file, spectra
 
 @dataclass(frozen=True)
 class Budget:
-    """Sizes of the experiments; ``quick`` is for the tests and a first look (under 2 minutes on 2 cores)."""
+    """Sizes of the experiments; ``quick`` is for the tests and a first look (about 4 minutes on 2 cores)."""
 
     quick: bool
     d_zhang: int
