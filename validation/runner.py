@@ -93,7 +93,7 @@ def _run(claims, want, ids, work: Path, quick, seed, log, only, problem) -> tupl
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="nqm validate", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small sizes (about 4 minutes on 2 cores), as the tests run it")
+    parser.add_argument("--quick", action="store_true", help="small sizes (about 4 min on 2 cores), as tests run it")
     parser.add_argument("--out", type=Path, default=Path("nqm-report"), help="output directory (default nqm-report)")
     parser.add_argument("--seed", type=int, default=0, help="suite seed (default 0)")
     parser.add_argument("--only", default=None, help="comma-separated checks to run, e.g. V4,V5 (default all)")
