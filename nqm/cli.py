@@ -200,14 +200,14 @@ def _frontier(args) -> int:
     for g in args.group or []:
         sweep.select(g)  # names the groups the file has when ``g`` is not one of them
     fits = summary.fit_all(sweep, args.group, draws=args.draws, seed=args.seed)
-    curves = None
+    shapes = None
     if args.nqm_shape or args.plot:
         problem, init_var = _read_problem(args.problem) if args.problem else (None, 1.0)
-        curves = real_sweeps.nqm_curves(problem, init_var=init_var)
-    facts = summary.frontier_facts(sweep, fits, curves if args.nqm_shape else None)
+        shapes = summary.all_shape_fits(fits, real_sweeps.nqm_curves(problem, init_var=init_var))
+    facts = summary.frontier_facts(sweep, fits, shapes if args.nqm_shape else None)
     print(json.dumps(facts, indent=1) if args.json else summary.format_frontier(facts))
     if args.plot:
-        summary.plot_frontier(fits, curves, args.plot)
+        summary.plot_frontier(fits, shapes, args.plot)
     return 0
 
 

@@ -326,7 +326,7 @@ def real_sweep(d: int = 300, seed: int = 0, target: float = 0.01, problem: Noisy
     sweep = zhang2024()
     fits = [fit_sweep(sweep, g, draws=2, seed=seed) for g in sweep.groups()]  # the figure needs point estimates
     curves = nqm_curves(power_law_problem(d) if problem is None else problem, shapes=("sgd",), init_var=init_var)
-    return summary.draw_frontier(fits, curves)
+    return summary.draw_frontier(fits, summary.all_shape_fits(fits, curves))
 
 
 FIGURES = {

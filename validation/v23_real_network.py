@@ -167,15 +167,25 @@ WHOLE_BETA = 0.9
 BOOTSTRAP_WHOLE = 300
 
 
-def _frontier_with_errors(per_seed, rng):
-    """(S_min, E_min, B_crit) of the seed-mean steps and bootstrap SEs that resample each batch size's seeds."""
-    s_min, e_min, _ = fit_frontier(WHOLE_BATCHES, per_seed.mean(axis=1))
-    boots = []
-    for _ in range(BOOTSTRAP_WHOLE):
-        pick = rng.integers(0, per_seed.shape[1], per_seed.shape)
-        bs, be, _ = fit_frontier(WHOLE_BATCHES, np.take_along_axis(per_seed, pick, axis=1).mean(axis=1))
-        boots.append((bs, be, be / bs))
-    return (s_min, e_min, e_min / s_min), np.std(boots, axis=0, ddof=1)
+def _frontier_with_errors(per_seed, seed):
+    """(S_min, E_min, B_crit) and their bootstrap SEs over the seeds of each batch size: the real runs as a sweep
+    through :func:`nqm.real_sweeps.fit_sweep`, the path measured sweeps take."""
+    from nqm.real_sweeps import Sweep, fit_sweep
+
+    k = per_seed.shape[1]
+    n = per_seed.size
+    sweep = Sweep(
+        group=np.full(n, "real"),
+        batch_size=np.repeat(WHOLE_BATCHES, k).astype(np.float64),
+        steps=per_seed.ravel(),
+        target=np.full(n, WHOLE_TARGET),
+        examples_per_step=np.full(n, np.nan),
+        parameters=np.full(n, np.nan),
+        seed=np.tile(np.arange(k), WHOLE_BATCHES.size),
+        lr=np.full(n, np.nan),
+    )
+    f = fit_sweep(sweep, draws=BOOTSTRAP_WHOLE, seed=seed)
+    return (f.s_min, f.e_min, f.b_crit), (f.s_min_se, f.e_min_se, f.b_crit_se)
 
 
 def _whole_runs(ctx) -> Table:
@@ -187,7 +197,7 @@ def _whole_runs(ctx) -> Table:
     seeds = [[ctx.seed, 23, 7, k] for k in range(2 if ctx.quick else 3)]
     confirm = [[ctx.seed, 23, 9, k] for k in range(4 if ctx.quick else 8)]
     grid = np.geomspace(0.05, 12.8, 8 if ctx.quick else 14)
-    rng = np.random.default_rng(np.random.SeedSequence([ctx.seed, 23, 8]))
+    streams = iter(np.random.SeedSequence([ctx.seed, 23, 8]).spawn(3))  # one bootstrap stream per row
 
     def local_at(theta):
         m = measure(model, theta, top_k=10 if ctx.quick else 20, probes=4 if ctx.quick else 10, seed=ctx.seed)
@@ -196,7 +206,7 @@ def _whole_runs(ctx) -> Table:
     def row(name, start, m, local, family, lrs, beta):
         real = tuned_steps(model, start, WHOLE_TARGET, WHOLE_BATCHES, lrs, momentum=beta, seeds=seeds,
                            confirm_seeds=confirm)  # fmt: skip
-        (s_min, e_min, b_crit), (se_s, se_e, se_b) = _frontier_with_errors(real.per_seed, rng)
+        (s_min, e_min, b_crit), (se_s, se_e, se_b) = _frontier_with_errors(real.per_seed, next(streams))
         # the NQM is asked for the same improvement from its own start: its L₀ is ½·Σ h·E[θ²], not L(θ)
         nqm_target = 0.5 * float(local.problem.h @ local.init_var) - (m.loss - WHOLE_TARGET)
         pred = optimal_steps_to_target(local.problem, nqm_target, WHOLE_BATCHES, init_var=local.init_var, family=family)
@@ -253,8 +263,9 @@ def _whole_runs(ctx) -> Table:
         note=f"Real: the step tuned per batch size on a grid of {grid.size} for the fewest mean steps over "
         f"{len(seeds)} seeds of real training (fresh batches of B distinct examples each step), then "
         f"{len(confirm)} fresh seeds at the chosen step give the reported steps (the minimum of noisy means is "
-        "biased low); the frontier S = S_min + E_min/B fitted (nqm.dynamics.fit_frontier) with bootstrap SEs over "
-        "seeds. NQM: the local NQM built where the runs start (θ₀ = 0; and θ_k, the point of a real SGD run at "
+        "biased low); the frontier S = S_min + E_min/B fitted on log S of every seed (nqm.real_sweeps.fit_sweep) "
+        "with bootstrap SEs over seeds. NQM: the local NQM built where the runs start (θ₀ = 0; and θ_k, the point "
+        "of a real SGD run at "
         "B = 64 with its tuned step that first reaches halfway from L(θ₀) to the target), asked for the same "
         "improvement L(start) − target from its own start, its steps tuned exactly (optimal_steps_to_target). A "
         "finding, not a check: the NQM is second order at its point and knows nothing of how H and Σ change "

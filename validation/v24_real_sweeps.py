@@ -25,6 +25,7 @@ def compute(quick: bool, seed: int, out_dir) -> list[Table]:
         curves = real_sweeps.nqm_curves(real_sweeps.power_law_problem(d=300), target_fractions=(0.1, 0.03, 0.01, 0.003))
     else:
         curves = real_sweeps.nqm_curves()
+    shapes = summary.all_shape_fits(fits, curves)
     rows = [
         [
             f.group,
@@ -66,11 +67,11 @@ def compute(quick: bool, seed: int, out_dir) -> list[Table]:
         f"k = {laws[0].exponent:.3f} ± {laws[0].exponent_se:.3f} (N parameters) and ∝ L^k with "
         f"k = {laws[1].exponent:.2f} ± {laws[1].exponent_se:.2f} (L the target loss; model size and target change "
         "together in this table). Source: " + sweep.source + ".",
-        figure=_figure(fits, curves, out_dir),
+        figure=_figure(fits, shapes, out_dir),
     )
     shape_rows = []
-    for f in fits:
-        by_shape = {s.shape: s for s in real_sweeps.shape_fits(f.batch_sizes, f.steps, curves)}
+    for f, group_shapes in zip(fits, shapes):
+        by_shape = {s.shape: s for s in group_shapes}
         shape_rows.append(
             [f.group]
             + [f"{s.residual_rms:.3f} / {s.held_out_rms:.3f}" for s in by_shape.values()]
@@ -92,8 +93,8 @@ def compute(quick: bool, seed: int, out_dir) -> list[Table]:
     return [frontier, shapes]
 
 
-def _figure(fits, curves, out_dir) -> str:
-    summary.plot_frontier(fits, curves, out_dir / FIGURE)
+def _figure(fits, shapes, out_dir) -> str:
+    summary.plot_frontier(fits, shapes, out_dir / FIGURE)
     return FIGURE
 
 

@@ -6,23 +6,37 @@ from __future__ import annotations
 import numpy as np
 
 from .fit import SweepFrontier, fit_sweep, power_law
-from .shape import NqmCurve, shape_fits
+from .shape import NqmCurve, ShapeFit, shape_fits
 from .table import Sweep
 
-__all__ = ["draw_frontier", "fit_all", "format_frontier", "frontier_facts", "plot_frontier", "plus_minus"]
+__all__ = [
+    "all_shape_fits",
+    "draw_frontier",
+    "fit_all",
+    "format_frontier",
+    "frontier_facts",
+    "plot_frontier",
+    "plus_minus",
+]
 
 
-def frontier_facts(sweep: Sweep, fits: list[SweepFrontier], curves: list[NqmCurve] | None = None) -> dict:
+def all_shape_fits(fits: list[SweepFrontier], curves: list[NqmCurve]) -> list[list[ShapeFit]]:
+    """:func:`~nqm.real_sweeps.shape_fits` of every group's points, computed once for the table and the figure."""
+    return [shape_fits(f.batch_sizes, f.steps, curves) for f in fits]
+
+
+def frontier_facts(sweep: Sweep, fits: list[SweepFrontier], shapes: list[list[ShapeFit]] | None = None) -> dict:
     """Every group's fit (keys ``S_min``, ``S_min_se``, ``E_min``, ``E_min_se``, ``B_crit``, ``B_crit_se``,
     ``B_crit_interval``, ``B_20``, ``B_20_bracket``, ``B_20_se``, ``B_20_frontier``, ``residual_rms``,
     ``bootstrap``), the power laws of B_crit across groups where ≥ 3 groups give the variable, and with
-    ``curves`` the NQM-shape comparison per group (``shapes``: in-sample and held-out RMS of log(fit/S))."""
+    ``shapes`` (:func:`all_shape_fits`) the NQM-shape comparison per group (in-sample and held-out RMS of
+    log(fit/S))."""
 
     def number(x):
         return None if x is None or not np.isfinite(x) else float(x)
 
     facts = {"source": sweep.source, "groups": []}
-    for f in fits:
+    for i, f in enumerate(fits):
         row = {
             "group": f.group,
             "target": number(f.target),
@@ -46,7 +60,7 @@ def frontier_facts(sweep: Sweep, fits: list[SweepFrontier], curves: list[NqmCurv
             "bootstrap": f.bootstrap,
             "draws": f.draws,
         }
-        if curves:
+        if shapes:
             row["shapes"] = [
                 {
                     "shape": s.shape,
@@ -55,7 +69,7 @@ def frontier_facts(sweep: Sweep, fits: list[SweepFrontier], curves: list[NqmCurv
                     "held_out_rms": s.held_out_rms,
                     "residual_at_largest_batch": float(s.residuals[np.argmax(s.batch_sizes)]),
                 }
-                for s in shape_fits(f.batch_sizes, f.steps, curves)
+                for s in shapes[i]
             ]
         facts["groups"].append(row)
     facts["power_laws"] = []
@@ -115,9 +129,10 @@ def format_frontier(facts: dict) -> str:
     return "\n".join(lines)
 
 
-def draw_frontier(fits: list[SweepFrontier], curves: list[NqmCurve] | None = None):
-    """Steps against batch size per group: the points, the fitted hyperbola, the best NQM SGD curve (with
-    ``curves``), B_crit (dashed) and the table's B_20 (dotted) marked. Returns the figure."""
+def draw_frontier(fits: list[SweepFrontier], shapes: list[list[ShapeFit]] | None = None):
+    """Steps against batch size per group: the points, the fitted hyperbola, the best NQM SGD curve (from
+    ``shapes``, :func:`all_shape_fits`), B_crit (dashed) and the table's B_20 (dotted) marked. Returns the
+    figure."""
     from .. import plots
 
     fig, (ax,) = plots.new_axes(1, width=6.0)
@@ -126,7 +141,7 @@ def draw_frontier(fits: list[SweepFrontier], curves: list[NqmCurve] | None = Non
         b = np.geomspace(f.batch_sizes.min(), f.batch_sizes.max(), 200)
         ax.plot(f.batch_sizes, f.steps, "o", color=colour, label=f.group)
         ax.plot(b, f.predict(b), "-", color=colour, lw=1)
-        sgd = [s for s in shape_fits(f.batch_sizes, f.steps, curves) if s.shape == "sgd"] if curves else []
+        sgd = [s for s in shapes[i] if s.shape == "sgd"] if shapes else []
         if sgd:
             ax.plot(f.batch_sizes, f.steps * np.exp(sgd[0].residuals), ":", color=colour, lw=1)
         for x, style in ((f.b_crit, "--"), (f.linear_scaling, ":")):
@@ -138,11 +153,11 @@ def draw_frontier(fits: list[SweepFrontier], curves: list[NqmCurve] | None = Non
     return fig
 
 
-def plot_frontier(fits: list[SweepFrontier], curves: list[NqmCurve] | None, path) -> None:
+def plot_frontier(fits: list[SweepFrontier], shapes: list[list[ShapeFit]] | None, path) -> None:
     """:func:`draw_frontier` written to ``path``."""
     from .. import plots
 
-    plots.save(draw_frontier(fits, curves), path)
+    plots.save(draw_frontier(fits, shapes), path)
 
 
 def fit_all(sweep: Sweep, groups=None, *, draws: int = 2000, seed=0) -> list[SweepFrontier]:
