@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PATHS = ["nqm", "validation", "tests", "bench", "docs", "notebooks"]
+PATHS = ["nqm", "validation", "tests", "bench", "docs", "notebooks", "examples"]
 
 
 def ruff(*args):

@@ -13,7 +13,8 @@ The four callables are JAX's transformations of ``ℓ(params, x, y)``, the loss 
 (inside ``jax.enable_x64``, without changing the caller's global setting), since exact comparisons with the
 quadratic's closed forms need it.
 A PyTorch user writes the same four with ``torch.func`` (``vmap(grad(loss_one), in_dims=(None, 0, 0))``,
-``jvp(grad(mean_loss), (θ,), (v,))``) and passes them to :class:`~nqm.measure.Model`.
+``jvp(grad(mean_loss), (θ,), (v,))``) and passes them to :class:`~nqm.measure.Model` (the repository's
+``examples/torch_model.py``).
 """
 
 from __future__ import annotations

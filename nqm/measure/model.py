@@ -10,7 +10,8 @@ and a minibatch of B distinct examples has noise covariance Σ(N − B)/(B(N −
 
 A :class:`Model` is framework-agnostic: any code that evaluates these on index sets will do. ``JaxModel``
 (:mod:`nqm.measure.jax_model`) builds one from a per-example loss; a PyTorch user writes the same four with
-``torch.func`` (``vmap(grad(loss_one))`` for per-example gradients, ``jvp(grad(mean_loss), …)`` for the HVP).
+``torch.func`` (``vmap(grad(loss_one))`` for per-example gradients, ``jvp(grad(mean_loss), …)`` for the HVP;
+the repository's ``examples/torch_model.py``).
 :func:`nqm.measure.quadratic_model` wraps a finite training set of an NQM, whose every quantity is known
 exactly: the first test of any measurement.
 
