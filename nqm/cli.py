@@ -66,6 +66,8 @@ def _image_formats() -> set[str]:
 
 def _plot_errors(args) -> str | None:
     """What is wrong with the plot command's arguments, checked before any figure is computed."""
+    from nqm import gallery
+
     if args.d is not None and args.d < 1:
         return f"--d must be an integer >= 1, got {args.d}"
     if args.target is not None and not (args.target > 0 and args.target < float("inf")):
@@ -74,6 +76,10 @@ def _plot_errors(args) -> str | None:
         return f"--seed must be an integer >= 0, got {args.seed}"
     if args.problem is not None and args.d is not None:
         return "--d sets the built-in problem's dimension; leave it out with --problem (the file sets d)"
+    if args.name != "all" and (why := gallery.missing_extra(args.name)):
+        return f"figure {args.name} {why}"
+    if args.name in gallery.NOT_ON_A_PROBLEM and args.problem is not None:
+        return f"figure {args.name} {gallery.NOT_ON_A_PROBLEM[args.name]}: leave out --problem"
     if args.name == "all":
         if args.format not in _image_formats():
             return f"--format {args.format!r} is not an image format; choose from {', '.join(sorted(_image_formats()))}"

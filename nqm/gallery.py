@@ -10,6 +10,7 @@ with :mod:`nqm.theory`, :mod:`nqm.dynamics` and :func:`nqm.simulate` and leaves 
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ from .finite_data import FiniteDataset
 from .montecarlo import one_step_improvement, simulate
 from .problem import NoisyQuadratic
 
-__all__ = ["FIGURES", "render", "render_all"]
+__all__ = ["FIGURES", "NEEDS", "NOT_ON_A_PROBLEM", "missing_extra", "render", "render_all"]
 
 
 def _problem(d: int, problem: NoisyQuadratic | None) -> NoisyQuadratic:
@@ -329,6 +330,49 @@ def real_sweep(d: int = 300, seed: int = 0, target: float = 0.01, problem: Noisy
     return summary.draw_frontier(fits, summary.all_shape_fits(fits, curves))
 
 
+REAL_NETWORK_BATCHES = (16, 256, 1536)
+REAL_NETWORK_STEPS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0)  # ε/s_B, as V23
+
+
+def real_network(d: int = 300, seed: int = 0, target: float = 0.01, problem: NoisyQuadratic | None = None,
+                 init_var=1.0):  # fmt: skip
+    """The digits MLP (64–32–10, scikit-learn's bundled digits; needs ``nqm[real]``) after 100 real SGD steps from
+    ``seed``: H's spectrum as measured (SLQ bulk, top 10 exact) with its true B_noise and B_simple, and one real
+    SGD step at three batch sizes (300 minibatches each) against the quadratic law from the measured ``|G|²``, GᵀHG
+    and tr(HΣ). A real model: ``d``, ``target``, ``problem`` and ``init_var`` do not apply."""
+    from .measure import (
+        digits,
+        measure,
+        normalised_improvements,
+        one_step_changes,
+        predicted_coefficients,
+        sgd_point,
+        step_grid,
+    )
+
+    if problem is not None:
+        raise ValueError(f"real-network {NOT_ON_A_PROBLEM['real-network']}: leave out --problem")
+    model = digits.mlp(seed=0)
+    theta = sgd_point(model, model.initial, 0.5, 32, 100, seed=[seed, 1])
+    m = measure(model, theta, top_k=10, probes=4, lanczos_steps=30, estimator_draws=0, seed=[seed, 2])
+    batches = np.array(REAL_NETWORK_BATCHES)
+    lrs, _ = step_grid(m, batches, REAL_NETWORK_STEPS)
+    changes = one_step_changes(model, theta, lrs, batches, 300, seed=[seed, 3])
+    u, y, se = normalised_improvements(lrs, changes, *predicted_coefficients(m, batches))
+    fig, (left, right) = plots.new_axes(2)
+    title = f"{model.name}: H at θ (B_noise = {m.b_noise:.0f}, B_simple = {m.b_simple:.0f})"
+    plots.hessian_spectrum(m.density_nodes, m.density_weights, m.eigenvalues, ax=left, title=title)
+    points = [(f"B = {b}", u[j], y[j], se[j]) for j, b in enumerate(batches)]
+    plots.normalised_one_step(points, ax=right, title="one real SGD step, ±1 SE")
+    return fig
+
+
+NOT_ON_A_PROBLEM = {"real-network": "measures a real network (the digits MLP), not a quadratic"}
+"""Figures that draw no problem, and why: ``nqm plot all --problem FILE`` draws the others."""
+
+NEEDS = {"real-network": ("jax", "sklearn")}
+"""Figures that need an optional extra's modules (``nqm[real]``)."""
+
 FIGURES = {
     "laws": laws,
     "parabolas": parabolas,
@@ -342,6 +386,7 @@ FIGURES = {
     "weight-decay": weight_decay,
     "finite-data": finite_data,
     "real-sweep": real_sweep,
+    "real-network": real_network,
 }
 """The gallery's figures by name (``nqm plot NAME``): each draws one figure and returns it."""
 
@@ -359,5 +404,24 @@ def render(name: str, out=None, **options):
 
 
 def render_all(out_dir, fmt: str = "png", **options) -> list[str]:
-    """Every figure of :data:`FIGURES` into ``out_dir`` as ``NAME.fmt``."""
-    return [render(name, Path(out_dir) / f"{name}.{fmt}", **options) for name in FIGURES]
+    """Every figure of :data:`FIGURES` into ``out_dir`` as ``NAME.fmt``; with a ``problem``, those that draw one
+    (:data:`NOT_ON_A_PROBLEM`), and without ``nqm[real]`` those that need none. Each figure left out is named in a
+    warning."""
+    drawn = []
+    for name in FIGURES:
+        why = missing_extra(name)
+        if options.get("problem") is not None and name in NOT_ON_A_PROBLEM:
+            why = f"{name} {NOT_ON_A_PROBLEM[name]}"
+        if why:
+            warnings.warn(f"figure {name} not drawn: {why}", stacklevel=2)
+            continue
+        drawn.append(render(name, Path(out_dir) / f"{name}.{fmt}", **options))
+    return drawn
+
+
+def missing_extra(name: str) -> str | None:
+    """Why figure ``name`` cannot be drawn here (an optional extra not installed), or None."""
+    import importlib.util
+
+    missing = [m for m in NEEDS.get(name, ()) if importlib.util.find_spec(m) is None]
+    return f"needs {' and '.join(missing)}: pip install 'nqm[real]'" if missing else None

@@ -21,6 +21,8 @@ __all__ = [
     "steps_vs_batch",
     "noise_scale_over_training",
     "labelled_curves",
+    "normalised_one_step",
+    "hessian_spectrum",
     "LINES",
 ]
 
@@ -246,3 +248,32 @@ def local_critical_batch(losses, critical, b_noise, one_step, ramps=None, *, fin
     _finish(ax, "loss", "batch size", "the local critical batch along a run", "log", "log", "outside")
     ax.invert_xaxis()
     return ax
+
+
+def normalised_one_step(points, *, ax=None, title="one real SGD step"):
+    """Measured one-step improvements against the quadratic law: ``points`` are ``(label, u, y, yerr)`` with
+    u = ε/ε_opt(B) and y = E[−ΔL]/ΔL_opt(B), which the law puts on y = u(2 − u) for every B (McCandlish et al.
+    2018, eq. 2.6 in units of its vertex)."""
+    ax = _axes(ax)
+    top = max([float(np.max(u)) for _, u, _, _ in points] + [2.0])
+    u = np.linspace(0.0, top, 200)
+    ax.plot(u, u * (2 - u), color="0.15", lw=1.2, label="quadratic law u(2 − u)", zorder=1)
+    ax.axhline(0.0, color="0.6", lw=0.6)
+    _points(ax, points)
+    return _finish(ax, "ε / ε_opt(B)", "E[−ΔL] / ΔL_opt(B)", title)
+
+
+def hessian_spectrum(nodes, weights, top, *, ax=None, bins: int = 60, title="the Hessian's spectrum"):
+    """H's spectrum as measured: the bulk from stochastic Lanczos quadrature (Gauss ``nodes`` with ``weights`` in
+    eigenvalue counts, any shape) as a histogram, and the ``top`` eigenvalues computed exactly, one count each."""
+    ax = _axes(ax)
+    nodes, weights, top = (np.ravel(np.asarray(a, dtype=float)) for a in (nodes, weights, top))
+    keep = weights > 0  # padded entries carry no weight
+    lo = min(nodes[keep].min(), top.min()) if top.size else nodes[keep].min()
+    hi = max(nodes[keep].max(), top.max()) if top.size else nodes[keep].max()
+    edges = np.linspace(lo, hi, bins + 1)
+    ax.hist(nodes[keep], bins=edges, weights=weights[keep], histtype="step", color="0.2", lw=1.2,
+            label="bulk (SLQ), eigenvalues per bin")  # fmt: skip
+    if top.size:
+        ax.plot(top, np.ones_like(top), "v", ms=5, mfc="none", color="0.0", label=f"top {top.size} (exact)")
+    return _finish(ax, "eigenvalue λ", "count", title, yscale="log")

@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
+import nqm
 from nqm import gallery, plots
 from nqm.cli import main
 
@@ -65,7 +66,7 @@ def test_every_gallery_figure_renders_as_vector_output(name, tmp_path):
     assert text.lstrip().startswith("<?xml") and "<svg" in text and "<path" in text
 
 
-@pytest.mark.parametrize("name", list(gallery.FIGURES))
+@pytest.mark.parametrize("name", [name for name in gallery.FIGURES if name not in gallery.NOT_ON_A_PROBLEM])
 def test_every_gallery_figure_draws_a_problem_file_s_problem(name, tmp_path, capsys):
     """``nqm plot NAME --problem FILE``: a power law with exponent 1.3, noise c = h^0.5, h_max = 2 (the default
     step 1 would diverge there) and E[θ₀²] = 0.5."""
@@ -79,6 +80,33 @@ def test_every_gallery_figure_draws_a_problem_file_s_problem(name, tmp_path, cap
     assert capsys.readouterr().out.strip() == str(out)
     text = out.read_text()
     assert "<svg" in text and "<path" in text
+
+
+def test_a_figure_of_a_real_network_refuses_a_problem_and_all_leaves_it_out_by_name(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "p.toml"
+    path.write_text('name = "p"\n[spectrum]\nkind = "power_law"\nd = 20\n')
+    assert main(["plot", "real-network", "--problem", str(path), "--out", str(tmp_path / "r.svg")]) == 2
+    assert "real-network measures a real network" in capsys.readouterr().err
+    assert not (tmp_path / "r.svg").exists()
+    problem = nqm.NoisyQuadratic([1.0, 0.5], [1.0, 1.0])
+    with pytest.raises(ValueError, match="leave out --problem"):
+        gallery.real_network(problem=problem)
+    # nqm plot all --problem draws the others and names the one left out (the others are stubbed: only the choice
+    # of figures is tested here, each figure's drawing above)
+    monkeypatch.setattr(gallery, "render", lambda name, out, **options: str(out))
+    with pytest.warns(UserWarning, match="figure real-network not drawn: real-network measures a real network"):
+        drawn = gallery.render_all(tmp_path, problem=problem)
+    assert [Path(p).stem for p in drawn] == [n for n in gallery.FIGURES if n != "real-network"]
+
+
+def test_a_figure_whose_extra_is_missing_says_what_to_install(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(gallery.NEEDS, "real-network", ("jax", "a_module_that_is_not_installed"))
+    assert main(["plot", "real-network", "--out", str(tmp_path / "r.png")]) == 2
+    assert "needs a_module_that_is_not_installed: pip install 'nqm[real]'" in capsys.readouterr().err
+    monkeypatch.setattr(gallery, "render", lambda name, out, **options: str(out))
+    with pytest.warns(UserWarning, match="figure real-network not drawn: needs a_module_that_is_not_installed"):
+        drawn = gallery.render_all(tmp_path)
+    assert len(drawn) == len(gallery.FIGURES) - 1
 
 
 def test_the_plot_command_lists_renders_and_refuses_unknown_names(tmp_path, capsys):

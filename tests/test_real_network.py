@@ -15,9 +15,11 @@ from nqm.measure import (
     draw_fits,
     fit_one_step,
     measure,
+    normalised_improvements,
     one_step_changes,
     predicted_coefficients,
     quadratic_model,
+    step_grid,
     steps_to_loss,
     tuned_steps,
 )
@@ -56,6 +58,32 @@ def test_the_mean_step_has_the_finite_set_law_and_the_controls_are_rejected(quad
     no_over_b = 0.5 * (m.gHg + m.tr_h_sigma * kappa * batches)
     assert np.any(np.abs(mean[:, 1] - no_finite) > Z * se[:, 1])
     assert np.any(np.abs(mean[:, 1] - no_over_b) > Z * se[:, 1])
+
+
+def test_the_step_grid_is_centred_on_mccandlish_s_optimal_step(quadratic_steps):
+    """ε_opt(B) written as McCandlish et al.'s eq. 2.7 with the finite-set factor: ε_max/(1 + B_noise·κ_B)."""
+    model, theta, m, batches, lrs, changes = quadratic_steps
+    kappa = (model.n - batches) / (batches * (model.n - 1))
+    law = (m.grad_norm_sq / m.gHg) / (1 + m.b_noise * kappa)
+    grid, eps_opt = step_grid(m, batches, [0.5, 1.0, 2.0], step_cap=10.0)
+    np.testing.assert_allclose(eps_opt, law, rtol=1e-12)
+    np.testing.assert_allclose(grid, np.minimum(law, 10.0 / m.eigenvalues[0])[:, None] * [0.5, 1.0, 2.0], rtol=1e-12)
+    capped, _ = step_grid(m, batches, [1.0], step_cap=1e-3)
+    np.testing.assert_allclose(capped[:, 0], 1e-3 / m.eigenvalues[0], rtol=1e-12)
+
+
+def test_normalised_improvements_put_the_law_on_one_parabola(quadratic_steps):
+    """Changes that follow the law exactly land on u(2 − u); the measured mean steps of an exact quadratic lie on it
+    within Z standard errors."""
+    model, theta, m, batches, lrs, changes = quadratic_steps
+    c1, c2 = predicted_coefficients(m, batches)
+    exact = np.broadcast_to(c1[:, None] * lrs + c2[:, None] * lrs**2, (2, *changes.shape[1:]))
+    u, y, se = normalised_improvements(lrs, exact, c1, c2)
+    np.testing.assert_allclose(y, u * (2 - u), rtol=1e-12, atol=1e-14)
+    assert np.all(se == 0)
+    u, y, se = normalised_improvements(lrs, changes, c1, c2)
+    assert np.all(np.abs(y - u * (2 - u)) <= Z * se)
+    assert np.any(np.abs(y - u * (1 - u)) > Z * se)  # a wrong parabola is told apart
 
 
 def test_one_step_changes_checks_its_arguments(quadratic_steps):

@@ -30,8 +30,9 @@ The standard errors are the spread of the per-draw fits over √draws (each draw
 Findings: the measurement (true B_noise, B_simple, the top curvature, the two-batch estimators beside the truth,
 what the local NQM keeps), the fitted ε_opt(B) against the law, the largest ε·λ_max of the grid where the
 quadratic still describes the mean measured ΔL within 3 SE, and whole runs: real training of the logistic
-regression to a target loss at six batch sizes (SGD and heavy ball, the step tuned per batch size over seeds), its
-frontier (S_min, E_min, B_crit with bootstrap SEs) against the tuned runs of the local NQM built at θ₀.
+regression (and, at the full budget, the MLP) to a target loss at six batch sizes (SGD and heavy ball, the step
+tuned per batch size over seeds), its frontier (S_min, E_min, B_crit with bootstrap SEs) against the tuned runs
+of the local NQM built at θ₀ and again halfway down in loss.
 """
 
 from __future__ import annotations
@@ -83,7 +84,16 @@ def run(ctx: Context) -> Outcome:
     why = missing_extra()
     if why:
         return Outcome(tables=[Table(title="V23 not run", columns=["reason"], rows=[[why]])])
-    from nqm.measure import draw_fits, mean_of_fits, measure, one_step_changes, predicted_coefficients, sgd_point
+    from nqm.measure import (
+        draw_fits,
+        mean_of_fits,
+        measure,
+        normalised_improvements,
+        one_step_changes,
+        predicted_coefficients,
+        sgd_point,
+        step_grid,
+    )
 
     quick = ctx.quick
     checks, rows, law_rows, curves, unpowered = [], [], [], {}, []
@@ -99,9 +109,8 @@ def run(ctx: Context) -> Outcome:
             seed=[ctx.seed, 23, n, 1],
         )
         kappa = np.array([batch_factor(m.n, bb) for bb in BATCH_SIZES])
-        eps_opt = m.grad_norm_sq / (m.gHg + m.tr_h_sigma * kappa)
         # the grid spans 2·min(ε_opt(B), ½/λ_max): beyond ε·λ_max ≈ 1 a quartic leaves a bias of several SEs
-        lrs = np.minimum(eps_opt, STEP_CAP / m.eigenvalues[0])[:, None] * EPS_FACTORS
+        lrs, eps_opt = step_grid(m, BATCH_SIZES, EPS_FACTORS, STEP_CAP)
         changes = one_step_changes(model, theta, lrs, BATCH_SIZES, ctx.budget.real_draws, seed=[ctx.seed, 23, n, 2])
         fits = draw_fits(lrs, changes, DEGREE)
         mean, se = mean_of_fits(fits)
@@ -143,7 +152,7 @@ def run(ctx: Context) -> Outcome:
                 unpowered.append([key, name, m.b_noise, m.b_simple, power])
         rows.append(_measurement_row(key, m))
         law_rows += _law_rows(key, m, lrs, changes, fits, eps_opt, c1, c2, ctx.seed)
-        curves[key] = (lrs / eps_opt[:, None], changes, c1, c2)
+        curves[key] = normalised_improvements(lrs, changes, c1, c2)
     _figure(curves, ctx.out_dir)
     tables = _tables(rows, law_rows) + [_whole_runs(ctx)]
     if unpowered:
@@ -189,63 +198,27 @@ def _frontier_with_errors(per_seed, seed):
 
 
 def _whole_runs(ctx) -> Table:
-    """Real training of the digits logistic regression to a target loss, tuned per batch size, against the local
-    NQM built where the runs start: at θ₀, and again halfway down in loss along a real run (a finding)."""
-    from nqm.measure import digits, measure, sgd_point, steps_to_loss, tuned_steps
+    """Real training of the digits models to a target loss, tuned per batch size, against the local NQM built
+    where the runs start: at θ₀, and again halfway down in loss along a real run (a finding). The quick budget
+    trains the logistic regression alone; the full one the MLP too."""
+    from nqm.measure import digits
 
-    model = digits.logistic_regression()
-    seeds = [[ctx.seed, 23, 7, k] for k in range(2 if ctx.quick else 3)]
-    confirm = [[ctx.seed, 23, 9, k] for k in range(4 if ctx.quick else 8)]
-    grid = np.geomspace(0.05, 12.8, 8 if ctx.quick else 14)
-    streams = iter(np.random.SeedSequence([ctx.seed, 23, 8]).spawn(3))  # one bootstrap stream per row
-
-    def local_at(theta):
-        m = measure(model, theta, top_k=10 if ctx.quick else 20, probes=4 if ctx.quick else 10, seed=ctx.seed)
-        return m, m.local_quadratic()
-
-    def row(name, start, m, local, family, lrs, beta):
-        real = tuned_steps(model, start, WHOLE_TARGET, WHOLE_BATCHES, lrs, momentum=beta, seeds=seeds,
-                           confirm_seeds=confirm)  # fmt: skip
-        (s_min, e_min, b_crit), (se_s, se_e, se_b) = _frontier_with_errors(real.per_seed, next(streams))
-        # the NQM is asked for the same improvement from its own start: its L₀ is ½·Σ h·E[θ²], not L(θ)
-        nqm_target = 0.5 * float(local.problem.h @ local.init_var) - (m.loss - WHOLE_TARGET)
-        pred = optimal_steps_to_target(local.problem, nqm_target, WHOLE_BATCHES, init_var=local.init_var, family=family)
-        p_s, p_e, _ = fit_frontier(WHOLE_BATCHES, pred.steps)
-        edge = WHOLE_BATCHES[np.isin(real.lr, lrs[[0, -1]])].tolist()
-        cells = [
-            name,
-            f"{m.loss:.3f}",
-            f"{m.b_noise:.1f}",
-            " ".join(f"{s:.1f}" for s in real.steps),
-            " ".join(f"{s:.0f}" for s in pred.steps),
-            f"{s_min:.1f} ± {se_s:.1f}",
-            p_s / s_min,
-            f"{e_min:.0f} ± {se_e:.0f}",
-            p_e / e_min,
-            f"{b_crit:.1f} ± {se_b:.1f}",
-            (p_e / p_s) / b_crit,
-            str(edge) if edge else "none",
-        ]
-        return cells, real
-
-    m0, local0 = local_at(model.initial)
-    sgd, sgd_real = row("SGD from θ₀", model.initial, m0, local0, "sgd", grid, 0.0)
-    heavy, _ = row(f"heavy ball β = {WHOLE_BETA:g} from θ₀", model.initial, m0, local0, "heavy_ball",
-                   grid * (1 - WHOLE_BETA) * 4.0, WHOLE_BETA)  # fmt: skip
-    # halfway down in loss along a real SGD run at B = 64 with its tuned step, the local NQM is built again
-    lr_64 = float(sgd_real.lr[list(WHOLE_BATCHES).index(64)])
-    halfway = 0.5 * (m0.loss + WHOLE_TARGET)
-    path = [ctx.seed, 23, 10]
-    k = steps_to_loss(model, model.initial, lr_64, 64, halfway, max_steps=10_000, seed=path)
-    rows = [sgd, heavy]
-    if np.isfinite(k):  # a run that never gets halfway in 10⁴ steps leaves the row out (the note says so)
-        theta_k = sgd_point(model, model.initial, lr_64, 64, int(k), seed=path)
-        m_k, local_k = local_at(theta_k)
-        rows.append(row(f"SGD from θ_{int(k)} (B = 64, ε = {lr_64:.3g})", theta_k, m_k, local_k, "sgd", grid, 0.0)[0])
+    models = {"logistic": digits.logistic_regression()}
+    if not ctx.quick:
+        models["mlp"] = digits.mlp(seed=0)
+    rows, left_out = [], []
+    for n, (key, model) in enumerate(models.items()):
+        model_rows, missed = _whole_run_rows(ctx, key, model, stream=10 * n)
+        rows += model_rows
+        left_out += [key] if missed else []
+    grid = _whole_grid(ctx)
+    seeds, confirm = _whole_seeds(ctx, 0)
     return Table(
-        title="Whole runs on the real network against its local NQM (digits logistic regression), the NQM built "
-        "where the runs start",
+        title="Whole runs on the real network against its local NQM (digits "
+        + ("logistic regression" if ctx.quick else "logistic regression and MLP")
+        + "), the NQM built where the runs start",
         columns=[
+            "model",
             "runs from",
             "L there",
             "B_noise there",
@@ -264,14 +237,98 @@ def _whole_runs(ctx) -> Table:
         f"{len(seeds)} seeds of real training (fresh batches of B distinct examples each step), then "
         f"{len(confirm)} fresh seeds at the chosen step give the reported steps (the minimum of noisy means is "
         "biased low); the frontier S = S_min + E_min/B fitted on log S of every seed (nqm.real_sweeps.fit_sweep) "
-        "with bootstrap SEs over seeds. NQM: the local NQM built where the runs start (θ₀ = 0; and θ_k, the point "
-        "of a real SGD run at "
-        "B = 64 with its tuned step that first reaches halfway from L(θ₀) to the target), asked for the same "
-        "improvement L(start) − target from its own start, its steps tuned exactly (optimal_steps_to_target). A "
-        "finding, not a check: the NQM is second order at its point and knows nothing of how H and Σ change "
-        "further along; the last row shows how much of the gap building it again closes"
-        + ("." if len(rows) == 3 else " (left out here: the run from θ₀ did not get halfway in 10⁴ steps)."),
+        "with bootstrap SEs over seeds. NQM: the local NQM built where the runs start (θ₀, the model's initial "
+        "parameters; and θ_k, the point of a real SGD run at B = 64 with its tuned step that first reaches halfway "
+        "from L(θ₀) to the target), asked for the same improvement L(start) − target from its own start, its "
+        "steps tuned exactly (optimal_steps_to_target). A finding, not a check: the NQM is second order at its "
+        "point and knows nothing of how H and Σ change further along; the rows from θ_k show how much of the gap "
+        "building it again closes. Where the local NQM's minimum lies above the target (½Σh·E[θ²] < L − target) it "
+        "predicts no run and its ratios are —"
+        + (
+            f" (left out for {', '.join(left_out)}: the run from θ₀ did not get halfway in 10⁴ steps)."
+            if left_out
+            else "."
+        ),  # fmt: skip
     )
+
+
+def _whole_grid(ctx) -> np.ndarray:
+    """SGD's step sizes of the whole runs' tuning (heavy ball's are these × (1 − β)·4)."""
+    return np.geomspace(0.05, 12.8, 8 if ctx.quick else 14)
+
+
+def _whole_seeds(ctx, stream):
+    """The tuning seeds and the confirming seeds of one model's whole runs."""
+    seeds = [[ctx.seed, 23, 7 + stream, k] for k in range(2 if ctx.quick else 3)]
+    confirm = [[ctx.seed, 23, 9 + stream, k] for k in range(4 if ctx.quick else 8)]
+    return seeds, confirm
+
+
+def _whole_run_rows(ctx, key, model, stream):
+    """One model's rows of the whole-run table (SGD and heavy ball from θ₀, SGD from halfway), and whether the
+    halfway row was left out. ``stream`` offsets the model's seeds from the other model's."""
+    from nqm.measure import measure, sgd_point, steps_to_loss, tuned_steps
+
+    seeds, confirm = _whole_seeds(ctx, stream)
+    grid = _whole_grid(ctx)
+    bootstraps = iter(np.random.SeedSequence([ctx.seed, 23, 8 + stream]).spawn(3))  # one stream per row
+
+    def local_at(theta):
+        m = measure(model, theta, top_k=10 if ctx.quick else 20, probes=4 if ctx.quick else 10, seed=ctx.seed)
+        return m, m.local_quadratic()
+
+    def row(name, start, m, local, family, lrs, beta):
+        real = tuned_steps(model, start, WHOLE_TARGET, WHOLE_BATCHES, lrs, momentum=beta, seeds=seeds,
+                           confirm_seeds=confirm)  # fmt: skip
+        (s_min, e_min, b_crit), (se_s, se_e, se_b) = _frontier_with_errors(real.per_seed, next(bootstraps))
+        # the NQM is asked for the same improvement from its own start: its L₀ is ½·Σ h·E[θ²], not L(θ)
+        depth = 0.5 * float(local.problem.h @ local.init_var)  # how far the local NQM can fall: to its minimum
+        if depth > m.loss - WHOLE_TARGET:
+            pred = optimal_steps_to_target(local.problem, depth - (m.loss - WHOLE_TARGET), WHOLE_BATCHES,
+                                           init_var=local.init_var, family=family).steps  # fmt: skip
+            p_s, p_e, _ = fit_frontier(WHOLE_BATCHES, pred)
+            predicted = " ".join(f"{s:.0f}" for s in pred)
+        else:  # the quadratic bottoms out above the target: it predicts no run at all
+            p_s = p_e = float("nan")
+            predicted = f"none: its minimum is {depth:.3g} below L, the target {m.loss - WHOLE_TARGET:.3g}"
+        edge = WHOLE_BATCHES[np.isin(real.lr, lrs[[0, -1]])].tolist()
+        cells = [
+            key,
+            name,
+            f"{m.loss:.3f}",
+            f"{m.b_noise:.1f}",
+            " ".join(f"{s:.1f}" for s in real.steps),
+            predicted,
+            f"{s_min:.1f} ± {se_s:.1f}",
+            _ratio(p_s / s_min),
+            f"{e_min:.0f} ± {se_e:.0f}",
+            _ratio(p_e / e_min),
+            f"{b_crit:.1f} ± {se_b:.1f}",
+            _ratio((p_e / p_s) / b_crit),
+            str(edge) if edge else "none",
+        ]
+        return cells, real
+
+    m0, local0 = local_at(model.initial)
+    sgd, sgd_real = row("SGD from θ₀", model.initial, m0, local0, "sgd", grid, 0.0)
+    heavy, _ = row(f"heavy ball β = {WHOLE_BETA:g} from θ₀", model.initial, m0, local0, "heavy_ball",
+                   grid * (1 - WHOLE_BETA) * 4.0, WHOLE_BETA)  # fmt: skip
+    # halfway down in loss along a real SGD run at B = 64 with its tuned step, the local NQM is built again
+    lr_64 = float(sgd_real.lr[list(WHOLE_BATCHES).index(64)])
+    halfway = 0.5 * (m0.loss + WHOLE_TARGET)
+    path = [ctx.seed, 23, 10 + stream]
+    k = steps_to_loss(model, model.initial, lr_64, 64, halfway, max_steps=10_000, seed=path)
+    if not np.isfinite(k):  # a run that never gets halfway in 10⁴ steps leaves the row out (the note says so)
+        return [sgd, heavy], True
+    theta_k = sgd_point(model, model.initial, lr_64, 64, int(k), seed=path)
+    m_k, local_k = local_at(theta_k)
+    name = f"SGD from θ_{int(k)} (B = 64, ε = {lr_64:.3g})"
+    return [sgd, heavy, row(name, theta_k, m_k, local_k, "sgd", grid, 0.0)[0]], False
+
+
+def _ratio(x: float):
+    """A table's NQM/real ratio, or — where the NQM predicts no run."""
+    return x if np.isfinite(x) else "—"
 
 
 def _measurement_row(key, m):
@@ -382,14 +439,7 @@ def _tables(rows, law_rows):
 
 def _figure(curves, out_dir) -> None:
     fig, axes = plots.new_axes(len(curves))
-    for ax, (key, (x, changes, c1, c2)) in zip(axes, curves.items()):
-        for j, b in enumerate(BATCH_SIZES):
-            dl_opt = -(c1[j] ** 2) / (4 * c2[j])  # the quadratic's best improvement, ΔL_opt(B)
-            y = changes[:, j].mean(axis=0) / dl_opt
-            err = changes[:, j].std(axis=0, ddof=1) / np.sqrt(changes.shape[0]) / abs(dl_opt)
-            ax.errorbar(x[j], y, yerr=err, fmt="o", ms=3, label=f"B = {b}")
-        u = np.linspace(0, EPS_FACTORS[-1], 100)
-        ax.plot(u, 2 * u - u**2, "k-", lw=1, label="quadratic law")
-        ax.set(xlabel="ε / ε_opt(B)", ylabel="E[−ΔL] / ΔL_opt(B)", title=f"digits {key}: one real SGD step")
-        ax.legend(fontsize=7)
+    for ax, (key, (u, y, se)) in zip(axes, curves.items()):
+        points = [(f"B = {b}", u[j], y[j], se[j]) for j, b in enumerate(BATCH_SIZES)]
+        plots.normalised_one_step(points, ax=ax, title=f"digits {key}: one real SGD step")
     plots.save(fig, out_dir / FIGURE)

@@ -11,8 +11,8 @@ estimators practitioners use) on a model given as four callables over a finite t
   same model;
 * :func:`local_quadratic` (or ``NoisyQuadratic.from_measurement``): the local NQM, with what it keeps;
 * :func:`one_step_changes`, :func:`fit_one_step`, :func:`predicted_coefficients`: one real SGD step, many
-  times, its measured E[ΔL](ε) fitted and the quadratic law's coefficients beside it; :func:`sgd_point`, a point
-  along a real run;
+  times, its measured E[ΔL](ε) fitted and the quadratic law's coefficients beside it; :func:`step_grid`, steps
+  around the law's optimum; :func:`sgd_point`, a point along a real run;
 * :func:`tuned_steps`, :func:`steps_to_loss` (:mod:`nqm.measure.training`): whole real runs to a target training
   loss, the step tuned per batch size over seeds;
 * :func:`quadratic_model`: an NQM's finite training set as a model, the exact reference;
@@ -26,7 +26,16 @@ from .krylov import gauss_quadrature, lanczos
 from .local import LocalQuadratic, local_quadratic
 from .measurement import Measurement, TwoBatchEstimates, measure
 from .model import Model, quadratic_model
-from .one_step import draw_fits, fit_one_step, mean_of_fits, one_step_changes, predicted_coefficients, sgd_point
+from .one_step import (
+    draw_fits,
+    fit_one_step,
+    mean_of_fits,
+    normalised_improvements,
+    one_step_changes,
+    predicted_coefficients,
+    sgd_point,
+    step_grid,
+)
 from .training import TunedSteps, steps_to_loss, tuned_steps
 
 __all__ = [
@@ -42,11 +51,13 @@ __all__ = [
     "one_step_changes",
     "predicted_coefficients",
     "sgd_point",
+    "step_grid",
     "steps_to_loss",
     "tuned_steps",
     "gauss_quadrature",
     "lanczos",
     "local_quadratic",
     "measure",
+    "normalised_improvements",
     "quadratic_model",
 ]

@@ -24,7 +24,16 @@ from ..checks import check_count
 from ..finite_data import batch_factor
 from .model import Model
 
-__all__ = ["one_step_changes", "draw_fits", "fit_one_step", "mean_of_fits", "predicted_coefficients", "sgd_point"]
+__all__ = [
+    "one_step_changes",
+    "draw_fits",
+    "fit_one_step",
+    "mean_of_fits",
+    "predicted_coefficients",
+    "sgd_point",
+    "step_grid",
+    "normalised_improvements",
+]
 
 _THETAS_PER_CALL = 64  # stepped points per loss call: bounds a vectorised model's memory (θs × N × width)
 
@@ -103,6 +112,30 @@ def predicted_coefficients(m, batch_sizes, sampling: str = "batches") -> tuple[n
     """(c₁, c₂) = ``(−|G|², ½(GᵀHG + tr(HΣ)κ_B))`` from a measurement, κ_B as ``sampling`` draws the batches."""
     kappa = np.array([batch_factor(m.n, b, sampling) for b in np.atleast_1d(batch_sizes)])
     return np.full(kappa.shape, -m.grad_norm_sq), 0.5 * (m.gHg + m.tr_h_sigma * kappa)
+
+
+def step_grid(m, batch_sizes, factors, step_cap: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    r"""(lrs (nB, nε), ε_opt (nB,)): a grid of steps around the law's optimum, ``s_B·factors`` with
+    s_B = min(ε_opt(B), ``step_cap``/λ_max) and ``ε_opt(B) = |G|²/(GᵀHG + tr(HΣ)κ_B) = −c₁/(2c₂)``.
+
+    The cap keeps ε·λ_max ≤ ``step_cap``·max(factors), where low-degree fits still describe a network (V23 found
+    a quartic biased by many SEs on the digits MLP beyond ε·λ_max ≈ 1)."""
+    c1, c2 = predicted_coefficients(m, batch_sizes)
+    eps_opt = -c1 / (2 * c2)
+    lrs = np.minimum(eps_opt, step_cap / float(m.eigenvalues[0]))[:, None] * np.asarray(factors, dtype=np.float64)
+    return lrs, eps_opt
+
+
+def normalised_improvements(lrs, changes, c1, c2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Measured steps in the law's units, each (nB, nε): u = ε/ε_opt(B), the mean improvement
+    E[−ΔL]/ΔL_opt(B) and its standard error, with ε_opt = −c₁/(2c₂) and ΔL_opt = c₁²/(4c₂) the quadratic's vertex.
+    The law puts every batch size on u(2 − u) (:func:`nqm.plots.normalised_one_step` draws it)."""
+    changes = np.asarray(changes, dtype=np.float64)
+    c1, c2 = np.asarray(c1, dtype=np.float64)[:, None], np.asarray(c2, dtype=np.float64)[:, None]
+    dl_opt = c1**2 / (4 * c2)
+    u = np.broadcast_to(np.asarray(lrs, dtype=np.float64), changes.shape[1:]) / (-c1 / (2 * c2))
+    se = changes.std(axis=0, ddof=1) / np.sqrt(changes.shape[0]) / dl_opt
+    return u, -changes.mean(axis=0) / dl_opt, se
 
 
 def sgd_point(model: Model, theta, lr: float, batch_size: int, steps: int, *, seed=0) -> np.ndarray:
