@@ -170,14 +170,22 @@ def _read_problem(path):
     return NoisyQuadratic.from_parsed(parsed), parsed.init_var
 
 
-def _info(args) -> int:
+def _strict_json(facts) -> str:
+    """``facts`` as strict JSON: inf and nan as the strings "inf", "-inf", "nan" (the sweep files' convention),
+    never the ``Infinity``/``NaN`` that JSON parsers other than Python's refuse."""
     import json
 
+    from nqm.sweep.records import encode
+
+    return json.dumps(encode(facts), indent=1, allow_nan=False)
+
+
+def _info(args) -> int:
     from nqm import info
 
     p, init_var = _read_problem(args.problem)
     facts = info.summary(p, init_var=init_var, target=args.target)
-    print(json.dumps(facts, indent=1) if args.json else info.format_summary(facts))
+    print(_strict_json(facts) if args.json else info.format_summary(facts))
     return 0
 
 
@@ -193,8 +201,6 @@ def _frontier_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def _frontier(args) -> int:
-    import json
-
     from nqm import real_sweeps
     from nqm.real_sweeps import summary
 
@@ -211,7 +217,7 @@ def _frontier(args) -> int:
         problem, init_var = _read_problem(args.problem) if args.problem else (None, 1.0)
         shapes = summary.all_shape_fits(fits, real_sweeps.nqm_curves(problem, init_var=init_var))
     facts = summary.frontier_facts(sweep, fits, shapes if args.nqm_shape else None)
-    print(json.dumps(facts, indent=1) if args.json else summary.format_frontier(facts))
+    print(_strict_json(facts) if args.json else summary.format_frontier(facts))
     if args.plot:
         summary.plot_frontier(fits, shapes, args.plot)
     return 0

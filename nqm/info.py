@@ -3,6 +3,9 @@ loss, the optimal runs and the critical batch size. ``nqm info --problem FILE [-
 
 :func:`summary` returns a dict with these stable keys (JSON-ready: floats, ints, strings, lists):
 
+``nqm info --json`` writes strict JSON: an infinite or undefined value (B_noise at θ₀ = 0, say) as the string
+``"inf"`` or ``"nan"``, the convention of nqm's sweep files.
+
 * ``name``, ``d``, ``h_min``, ``h_max``, ``condition_number``, ``dense_sigma``, ``rotated``;
 * ``trace_sigma`` (tr Σ), ``trace_h_sigma`` (tr HΣ), ``init_var_mean`` (the mean of E[θ₀²]), ``L0`` = E[L(θ₀)];
 * at initialisation, ratios of expectations over θ₀ ~ N(0, diag(init_var)) (McCandlish et al. 2018,
@@ -63,7 +66,9 @@ def summary(p: NoisyQuadratic, *, init_var=1.0, target: float | None = None) -> 
     reached = np.isfinite(runs.steps)
     s_min, e_min, residual = dynamics.fit_frontier(runs.batch_sizes, runs.steps)
     b_crit = e_min / s_min
-    i = int(np.argmin(np.where(reached, np.abs(np.log(runs.batch_sizes / b_crit)), np.inf)))
+    # the run nearest B_crit in log B (B_crit = 0 on a noiseless problem: the smallest batch)
+    distance = np.abs(np.log(runs.batch_sizes) - np.log(max(b_crit, runs.batch_sizes[0])))
+    i = int(np.argmin(np.where(reached, distance, np.inf)))
     n = int(runs.steps[i])
     at = np.unique(np.round(np.linspace(0, n, 5)))
     scales = dynamics.noise_scales_along(p, runs.optimizer(i), runs.batch_sizes[i], n, at=at, init_var=v)

@@ -141,12 +141,13 @@ def _spectrum(table: dict, where: _Where) -> np.ndarray:
     if kind == "file":
         return where.array(table, "[spectrum]", ndim=1)
     d = int(where.number(table, "d", "[spectrum]"))
+    if kind == "power_law":  # the keys are read (and their errors worded) before the spectrum is built
+        exponent, scale = where.number(table, "exponent", "[spectrum]"), where.number(table, "scale", "[spectrum]", 1.0)
+    else:
+        low, high = where.number(table, "low", "[spectrum]"), where.number(table, "high", "[spectrum]")
     try:
         if kind == "power_law":
-            return spectra.power_law(
-                d, where.number(table, "exponent", "[spectrum]"), where.number(table, "scale", "[spectrum]", 1.0)
-            )
-        low, high = where.number(table, "low", "[spectrum]"), where.number(table, "high", "[spectrum]")
+            return spectra.power_law(d, exponent, scale)
         if kind == "bulk_outliers":
             outliers = table.get("outliers")
             if not isinstance(outliers, list) or not outliers:

@@ -75,13 +75,15 @@ def test_files_noise_kinds_and_the_basis(tmp_path):
         ("[spectrum\n", "not valid TOML"),
         ('[spectrum]\nkind = "power_law"\nd = 3\nexponent = 1.0\n[noise]\nkind = "power"\n[init]\nvar = -1\n', "var"),
         ('[spectrum]\nkind = "power_law"\nd = 3\nexponent = 1.0\n[noise]\nkind = "power"\nwhat = 1\n', "'what'"),
+        ('[spectrum]\nkind = "power_law"\nd = 5\n[noise]\nkind = "power"\n', "needs the key 'exponent'"),
+        ('[spectrum]\nkind = "uniform"\nd = 5\nlow = 1.0\n[noise]\nkind = "power"\n', "needs the key 'high'"),
     ],
 )
 def test_errors_name_the_file_and_the_key(tmp_path, text, message):
     path = _write(tmp_path, text)
     with pytest.raises(ValueError, match=message) as excinfo:
         nqm.NoisyQuadratic.from_file(path)
-    assert str(path) in str(excinfo.value)
+    assert str(excinfo.value).count(str(path)) == 1  # named once, not once per layer that passed the error on
 
 
 def test_a_noise_file_of_the_wrong_length_is_refused(tmp_path):
@@ -131,6 +133,31 @@ def test_the_info_command_prints_text_or_json_and_refuses_user_errors(tmp_path, 
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.startswith("nqm info: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def _strict(text):
+    """JSON as parsers other than Python's read it: Infinity and NaN are not JSON."""
+
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_info_json_is_strict_json_with_inf_as_a_string_and_a_noiseless_problem_has_no_warning(tmp_path, capsys):
+    still = _write(tmp_path, 'name = "p"\n[spectrum]\nkind = "power_law"\nd = 20\nexponent = 1.0\n'
+                             '[noise]\nkind = "power"\nq = 1.0\n[init]\nvar = 0.0\n')  # fmt: skip
+    assert main(["info", "--problem", str(still), "--json"]) == 0
+    facts = _strict(capsys.readouterr().out)
+    assert facts["B_noise_init"] == facts["B_simple_init"] == facts["eps_max_init"] == "inf"
+    noiseless = _write(tmp_path, 'name = "q"\n[spectrum]\nkind = "power_law"\nd = 20\nexponent = 1.0\n'
+                                 '[noise]\nkind = "power"\nscale = 0.0\n')  # fmt: skip
+    assert main(["info", "--problem", str(noiseless), "--target", "0.01", "--json"]) == 0  # warnings are errors here
+    facts = _strict(capsys.readouterr().out)
+    assert facts["E_min"] == 0.0 and facts["B_crit"] == 0.0  # no noise: no batch size helps beyond B = 1
+    assert facts["along_run"]["batch_size"] == 1.0
+    assert main(["frontier", "zhang2024", "--group", "151M", "--draws", "20", "--json"]) == 0
+    _strict(capsys.readouterr().out)
 
 
 def test_info_says_where_the_optimal_step_is_on_the_edge_of_the_search(tmp_path, capsys, example_toml):
