@@ -54,3 +54,15 @@ def test_tuned_steps_on_repeated_curvatures_equal_brute_force(h, noise, fraction
         at_tuned = first_hits(h, c, np.ones(h.size), b, target, np.array([r.lr[i]]))[0]
         assert r.steps[i] == at_tuned  # the reported step reaches the target in the reported steps
         assert r.steps[i] <= brute, (list(h), b, r.steps[i], brute)
+
+
+@pytest.mark.parametrize("family", ["sgd", "heavy_ball", "nesterov", "ema"])
+def test_a_target_at_or_above_the_starting_loss_takes_no_step_for_every_family(family):
+    """E[L(θ₀)] = ½Σh·v = 0.75 here: at or above it no step is needed (the momentum tuners divided by zero); just
+    below it at least one."""
+    p = nqm.NoisyQuadratic([1.0, 0.5], [1.0, 1.0])
+    for target in (0.75, 2.0):
+        r = dynamics.optimal_steps_to_target(p, target, [1, 64], family=family)
+        assert np.all(r.steps == 0) and np.all(np.isnan(r.lr)) and r.family == family
+    below = dynamics.optimal_steps_to_target(p, 0.74, [1, 64], family=family)
+    assert np.all(below.steps >= 1) and np.all(np.isfinite(below.steps))

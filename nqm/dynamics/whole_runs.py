@@ -1411,6 +1411,25 @@ def optimal_steps_to_target(
     target = check_target(target)
     b = check_batch_sizes(batch_sizes)
     decay = _check_decay_choice(weight_decay, decoupled, family)
+    n = b.size
+    if _SGDLoss(p, b, init_var, precond).value(np.zeros(n), np.ones(n) * 1e-12)[0] <= target:
+        # the start already meets the target (E[L(θ₀)] ≤ target): no step at all, whatever the optimiser
+        zeros, none = np.zeros(n), np.full(n, np.nan)
+        pre = None if precond is None else check_precond(p, precond)
+        return OptimalRuns(
+            b,
+            zeros,
+            zeros,
+            none,
+            zeros,
+            np.zeros(n, dtype=bool),
+            momentum=none if family in ("heavy_ball", "nesterov") else None,
+            ema=none if family == "ema" else None,
+            family=family,
+            precond=pre,
+            weight_decay=None if decay is None else none,
+            decoupled=bool(decoupled),
+        )
     if decay == "tune" and family == "heavy_ball":
         return _optimal_heavy_ball_decay(p, target, b, init_var, precond, bool(decoupled))
     if decay is not None and family == "heavy_ball":
@@ -1420,10 +1439,6 @@ def optimal_steps_to_target(
     if family != "sgd":
         return _optimal_tuned(p, target, b, _TunedLoss(p, b, init_var, precond, family))
     loss = _SGDLoss(p, b, init_var, precond)
-    n = b.size
-    if loss.value(np.zeros(n), np.ones(n) * 1e-12)[0] <= target:
-        zeros = np.zeros(n)
-        return OptimalRuns(b, zeros, zeros, np.full(n, np.nan), zeros, np.zeros(n, dtype=bool), precond=precond)
     # Search where every coordinate relaxes downwards (V₀ ≥ V∞, i.e. ε ≤ 2V₀κ/(q + V₀κ²)): there t(ε) is
     # smooth and L(t) decreasing. Beyond, some coordinate's loss only grows; an optimum on that edge is
     # reported as not interior.
