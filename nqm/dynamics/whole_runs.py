@@ -27,6 +27,7 @@ E[L_t] oscillates); ``optimal_steps_to_target(family="heavy_ball" | "nesterov" |
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import os
 from dataclasses import dataclass
@@ -1437,7 +1438,8 @@ def optimal_steps_to_target(
     if decay is not None:
         return _optimal_tuned(p, target, b, _DecayTunedLoss(p, b, init_var, precond, decay, bool(decoupled)))
     if family != "sgd":
-        return _optimal_tuned(p, target, b, _TunedLoss(p, b, init_var, precond, family))
+        runs = _optimal_tuned(p, target, b, _TunedLoss(p, b, init_var, precond, family))
+        return _no_slower_than_sgd(p, target, runs, init_var, precond)
     loss = _SGDLoss(p, b, init_var, precond)
     # Search where every coordinate relaxes downwards (V₀ ≥ V∞, i.e. ε ≤ 2V₀κ/(q + V₀κ²)): there t(ε) is
     # smooth and L(t) decreasing. Beyond, some coordinate's loss only grows; an optimum on that edge is
@@ -1477,6 +1479,35 @@ def optimal_steps_to_target(
     interior = eps < eps_hi * (1 - 1e-6)
     pre = None if precond is None else check_precond(p, precond)
     return OptimalRuns(b, steps, b * steps, eps, t, interior, precond=pre)
+
+
+def _no_slower_than_sgd(p, target, runs: OptimalRuns, init_var, precond) -> OptimalRuns:
+    """Heavy ball, Nesterov and EMA at the low end of h's range (h = 10⁻⁶) are SGD to within 10⁻⁶ of a step, so
+    their optimum takes no more steps than SGD's: where tuned SGD (whose search crosses the cusps ε = 1/κ exactly,
+    :func:`_solved_coordinates`) is faster, its ε is taken with that h, and the steps are the exact first hit of the
+    family there. The smooth (ε, h) search cannot find those cusps: on an isotropic H, ε = 1 solves every coordinate
+    in one step, which only h → 0 keeps."""
+    sgd_runs = optimal_steps_to_target(p, target, runs.batch_sizes, init_var=init_var, precond=precond)
+    faster = np.nonzero(sgd_runs.steps < runs.steps)[0]
+    if faster.size == 0:
+        return runs
+    hp_field = "ema" if runs.family == "ema" else "momentum"
+    lr, hp = runs.lr.copy(), getattr(runs, hp_field).copy()
+    lr[faster], hp[faster] = sgd_runs.lr[faster], -np.expm1(_H_LOG_RANGE[1])  # h = 10⁻⁶
+    candidate = dataclasses.replace(runs, lr=lr, **{hp_field: hp})
+    steps, continuous, interior = runs.steps.copy(), runs.steps_continuous.copy(), runs.interior.copy()
+    keep = np.ones(runs.steps.size, dtype=bool)
+    for i in faster:
+        budget = int(runs.steps[i]) if np.isfinite(runs.steps[i]) else 10**7
+        hit = steps_to_target(p, candidate.optimizer(i), runs.batch_sizes[i], target, init_var=init_var,
+                              max_steps=budget)  # fmt: skip
+        if hit < steps[i]:
+            steps[i], continuous[i], interior[i], keep[i] = hit, hit, False, False
+    lr, hp = np.where(keep, runs.lr, lr), np.where(keep, getattr(runs, hp_field), hp)
+    return dataclasses.replace(
+        runs, steps=steps, examples=runs.batch_sizes * steps, lr=lr, steps_continuous=continuous, interior=interior,
+        **{hp_field: hp},
+    )  # fmt: skip
 
 
 _CUSPS = 64  # the largest distinct curvatures whose one-step solution ε = 1/κ is tried per batch size
