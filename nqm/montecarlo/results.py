@@ -55,11 +55,21 @@ class GradientNormTrace:
 
 
 def loss_curve(record, losses, keep_losses: bool = False, state=None) -> LossCurve:
-    """The loss curve of per-replica losses (R, K) at the steps ``record``: mean and standard error."""
+    """The loss curve of per-replica losses (R, K) at the sorted steps ``record``: mean and standard error.
+
+    A replica whose loss has once been non-finite has diverged: its loss is inf from there on (an overflowed
+    state turns into NaN as inf − inf, or into 0 through a sign), as the exact engines say of an unstable step;
+    a step where some replica diverged has mean and standard error inf."""
+    diverged = np.logical_or.accumulate(~np.isfinite(losses), axis=1)
+    if np.any(diverged):
+        losses = np.where(diverged, np.inf, losses)
+    with np.errstate(invalid="ignore"):  # the spread of a column holding inf: inf, set below
+        sem = losses.std(axis=0, ddof=1) / np.sqrt(losses.shape[0])
+    sem[np.any(diverged, axis=0)] = np.inf
     return LossCurve(
         steps=record,
         mean=losses.mean(axis=0),
-        sem=losses.std(axis=0, ddof=1) / np.sqrt(losses.shape[0]),
+        sem=sem,
         n=losses.shape[0],
         losses=losses if keep_losses else None,
         state=state,
