@@ -68,7 +68,7 @@ from typing import Any
 
 import numpy as np
 
-from .checks import check_lr, check_positive_vector, check_real, check_unit_interval
+from .checks import as_real, check_lr, check_positive_vector, check_real, check_unit_interval
 
 __all__ = [
     "Optimizer",
@@ -109,13 +109,42 @@ def _check_precond(precond):
     return pre
 
 
+# each hyper-parameter field of an optimiser value and the range it must lie in: (low, high, low_open, high_open)
+_RANGES = {
+    "lr": (0.0, np.inf, True, True),
+    "momentum": (0.0, 1.0, False, True),
+    "gamma": (0.0, 1.0, False, True),
+    "beta1": (0.0, 1.0, False, True),
+    "beta2": (0.0, 1.0, False, True),
+    "eps": (0.0, np.inf, True, True),
+    "weight_decay": (0.0, np.inf, False, True),
+}
+
+
 class Optimizer(ABC):
-    """What every optimiser value offers. ``linear`` says whether it has a transition (exact engines)."""
+    """What every optimiser value offers. ``linear`` says whether it has a transition (exact engines).
+
+    A value built directly (``HeavyBall(0.1, 1.5)``) is checked as the factories check it: each hyper-parameter in
+    its range (the tuners' arrays of β or γ elementwise), ``decoupled`` a bool."""
 
     linear = False
     elementwise = True  # each coordinate's update reads only that coordinate (the simulators may tile them)
     lr: float
     precond: Any
+
+    def __post_init__(self):
+        for name, (low, high, low_open, high_open) in _RANGES.items():
+            if name not in type(self).__dataclass_fields__ or not type(self).__dataclass_fields__[name].init:
+                continue
+            value = as_real(name, getattr(self, name))
+            inside = (value > low if low_open else value >= low) & (value < high if high_open else value <= high)
+            if not np.all(np.isfinite(value) & inside):
+                left, right = "(" if low_open else "[", ")" if high_open else "]"
+                raise ValueError(
+                    f"{name} must be finite and in {left}{low:g}, {high:g}{right}, got {getattr(self, name)!r}"
+                )
+        if not isinstance(getattr(self, "decoupled", False), (bool, np.bool_)):
+            raise TypeError(f"decoupled must be True or False, got {self.decoupled!r}")
 
     @abstractmethod
     def init(self, x):
@@ -305,6 +334,7 @@ class Ema(_Linear):
     precond: Any = field(init=False)
 
     def __post_init__(self):
+        super().__post_init__()
         object.__setattr__(self, "lr", self.inner.lr)
         object.__setattr__(self, "precond", self.inner.precond)
 
@@ -543,8 +573,8 @@ def adamw(lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01) -> Adam:
     """AdamW: Adam with decoupled weight decay ``θ ← (1 − ελ)θ`` (PyTorch's AdamW); Monte Carlo only."""
     lr = float(check_lr(lr))
     b1, b2 = check_unit_interval("beta1", beta1), check_unit_interval("beta2", beta2)
-    wd = float(weight_decay)
-    if not (np.isfinite(wd) and 0.0 <= wd and lr * wd < 1.0):
+    wd = check_real("weight_decay", weight_decay, low=0.0)
+    if not lr * wd < 1.0:
         raise ValueError(f"weight_decay must be finite, >= 0 and below 1/lr, got {weight_decay!r}")
     return Adam(lr, b1, b2, _check_eps(eps), wd)
 
@@ -601,7 +631,9 @@ def stable_lr_bound(family: str, momentum=0.0):
     SGD and its EMA: λ < 2; heavy ball: λ < 2(1 + β); Nesterov: λ < 2(1 + β)/(1 + 2β) (Jury's conditions on
     z² − (1 + β)(1 − λ)z + β(1 − λ)).
     """
-    beta = np.asarray(momentum, dtype=np.float64)
+    beta = as_real("momentum", momentum)
+    if not np.all((beta >= 0) & (beta < 1)):
+        raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
     if family in ("sgd", "ema"):
         return 2.0 + 0 * beta
     if family == "heavy_ball":

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from .checks import check_batch_size, check_lr, check_point
+from .checks import check_batch_size, check_lr, check_point, check_real
 from .problem import NoisyQuadratic, check_precond
 
 __all__ = [
@@ -183,7 +183,8 @@ def adam_preconditioner(p: NoisyQuadratic, theta, batch_size, eps: float = 1e-8)
     th = _theta(p, theta)
     b = check_batch_size(batch_size)
     g = parameter_gradient(p, th)
-    return 1.0 / (np.sqrt(g * g + np.diag(p.parameter_sigma) / b[..., None]) + float(eps))
+    eps = check_real("eps", eps, low=0.0)  # a negative offset would make the preconditioner negative or infinite
+    return 1.0 / (np.sqrt(g * g + np.diag(p.parameter_sigma) / b[..., None]) + eps)
 
 
 # -- sign descent ----------------------------------------------------------------------------------------
