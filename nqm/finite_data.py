@@ -131,7 +131,8 @@ class FiniteDataset:
         optimum θ_N, per-example covariance ``B·batch_factor·Σ_N`` (so that a batch of B has the covariance
         above). Shuffled epochs have no such problem: their batches are dependent."""
         if _check_sampling(sampling) == "epochs":
-            raise ValueError("shuffled epochs have dependent batches and no exact dynamics: use sampling='batches'")
+            raise ValueError("shuffled epochs have dependent batches, whose exact dynamics nqm does not compute: "
+                             "use sampling='batches'")  # fmt: skip
         b = float(check_batch_size(batch_size, integer=True))
         scale = b * self.batch_factor(b, sampling)
         name = f"training loss, {self.name}"
@@ -279,7 +280,8 @@ class FiniteLeastSquares:
         eps = float(check_lr(lr))
         factor = batch_factor(self.n, batch_size, sampling)
         if sampling == "epochs":
-            raise ValueError("shuffled epochs have dependent batches and no exact dynamics: use sampling='batches'")
+            raise ValueError("shuffled epochs have dependent batches, whose exact dynamics nqm does not compute: "
+                             "use sampling='batches'")  # fmt: skip
         steps = check_count("steps", steps)
         check_memory(8.0 * (steps + 1) * self.d * (self.d + 1), "FiniteLeastSquares.moments", "ask for fewer steps")
         hn = self.hessian

@@ -27,10 +27,11 @@ The linear optimisers (Zhang et al. 2019, arXiv:1907.04164, §3):
   of θ̃ is reported.
 
 **Weight decay** λ (``sgd`` and ``heavy_ball``, ``weight_decay=λ``) pulls θ towards 0, coupled (L2: ``g + λθ``
-enters the update, as PyTorch's SGD) or ``decoupled`` (``θ ← (1 − ελ)θ − ε·update``; SGDW, Loshchilov & Hutter
-2019, arXiv:1711.05101). It stays linear, so its dynamics are exact. In the error x = θ − θ* on which every engine
-works, coupled decay is the curvature h + λ (:func:`nqm.noise.step_coefficients` adds it) plus a constant pull
-−εpλθ*; decoupled decay enters the transition (δ = ελ: SGD's ``1 − λ − δ``; heavy ball's
+enters the update, as PyTorch's SGD) or ``decoupled`` (``θ ← (1 − ελ)θ − ε·update``: PyTorch's convention, which
+ties the decay to ε; Loshchilov & Hutter 2019, arXiv:1711.05101, decouple it further, decaying by the schedule's
+multiplier times λ, independent of ε). It stays linear, so its dynamics are exact. In the error x = θ − θ* on
+which every engine works, coupled decay is the curvature h + λ (:func:`nqm.noise.step_coefficients` adds it)
+plus a constant pull −εpλθ*; decoupled decay enters the transition (δ = ελ: SGD's ``1 − λ − δ``; heavy ball's
 ``θ_{t+1} = (1 + β − λ − δ)θ_t − β(1 − δ)θ_{t−1}``, started at ``θ_{−1} = θ₀/(1 − δ)``) with the pull −δθ*
 (−δ(1 − β)θ* on heavy ball's positions). The pull (:func:`nqm.noise.decay_pull`) is zero when the problem's
 optimum θ* is 0; otherwise the mean settles at the biased fixed point :func:`nqm.dynamics.decay_fixed_point`.
@@ -48,7 +49,8 @@ parameter coordinates x = Qθ of a rotated problem, not H's eigenbasis), as in a
   ``m ← β₁m + (1 − β₁)g``, ``v ← β₂v + (1 − β₂)g²``, ``θ ← θ − ε m̂/(√v̂ + eps)`` with ``m̂ = m/(1 − β₁ᵗ)``,
   ``v̂ = v/(1 − β₂ᵗ)`` at update t = 1, 2, …;
 * ``adamw(lr, beta1, beta2, eps, weight_decay)``: Adam with decoupled decay, ``θ ← (1 − ελ)θ`` before the Adam
-  step (Loshchilov & Hutter 2019, arXiv:1711.05101; PyTorch's AdamW);
+  step (PyTorch's AdamW, whose decay is ε·λ; Loshchilov & Hutter 2019, arXiv:1711.05101, scale λ by the
+  schedule's multiplier instead);
 * ``normalized_sgd(lr)``: ``θ ← θ − ε g/‖g‖`` (no step where g = 0).
 
 Example:
@@ -193,7 +195,8 @@ class _Linear(Optimizer):
 
 class _Decaying(_Linear):
     r"""Weight decay λ on a linear optimiser: coupled (L2, ``g + λθ`` enters the update, as PyTorch's
-    ``weight_decay``) or decoupled (``θ ← (1 − ελ)θ − ε·update``, Loshchilov & Hutter 2019, arXiv:1711.05101).
+    ``weight_decay``) or decoupled (``θ ← (1 − ελ)θ − ε·update``, PyTorch's convention; Loshchilov & Hutter 2019,
+    arXiv:1711.05101, scale λ by the schedule's multiplier instead of by ε).
 
     The decay acts on θ itself, so it pulls towards 0, not towards the problem's optimum θ* (H's basis,
     ``NoisyQuadratic.optimum``). In the error x = θ − θ*, on which every engine works:
