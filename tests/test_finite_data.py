@@ -91,6 +91,14 @@ def test_shuffled_epochs_reach_a_lower_training_loss_than_independent_batches():
     assert run.mean[0] + 10 * run.sem[0] < exact.mean[0]
 
 
+def test_the_exact_engines_say_they_do_not_compute_shuffled_epochs():
+    data = _data()
+    with pytest.raises(ValueError, match="exact dynamics nqm does not compute: use sampling='batches'"):
+        data.expected_losses(optim.sgd(0.7), 16, 10, sampling="epochs")
+    with pytest.raises(ValueError, match="exact dynamics nqm does not compute"):
+        data.training_problem(16, sampling="epochs")
+
+
 @settings(max_examples=20, deadline=None)
 @given(n=st.integers(2, 40), lr=st.floats(0.05, 1.5), steps=st.integers(1, 30))
 def test_the_whole_set_as_one_batch_is_full_batch_gradient_descent(n, lr, steps):
