@@ -182,7 +182,7 @@ class FiniteDataset:
 
         Each replica starts from θ₀ ~ N(0, diag(init_var)) and draws its own batches (``sampling``, see the module);
         with "epochs" a replica's step t uses batch t mod ⌊N/B⌋ of its current epoch's permutation. Any optimiser
-        value runs (its ``update`` on P·(Hθ + mean of the batch's ξ)). One stream from ``seed``; single-threaded.
+        value runs (its ``advance`` on P·(Hθ + mean of the batch's ξ)). One stream from ``seed``; single-threaded.
         """
         theta_n = self.optimum
         pre = check_precond(NoisyQuadratic(self.h, c=np.zeros(self.d)), as_optimizer(opt).precond)
@@ -372,7 +372,7 @@ def _simulate_batches(
     opt, n, d, batch_size, steps, replicas, sampling, seed, init_var, at, gradient, train_loss, test_loss
 ) -> tuple[LossCurve, LossCurve]:
     """The loop both training sets simulate: replicas from θ₀ ~ N(0, diag(init_var)), each step the optimiser's
-    ``update`` on ``gradient(θ, batch indices)`` (indices (R, B), or None for every example), the two losses at
+    ``advance`` on ``gradient(θ, batch indices)`` (indices (R, B), or None for every example), the two losses at
     the recorded steps."""
     opt = require_no_decay(as_optimizer(opt), "a finite training set")
     sampling = _check_sampling(sampling)
@@ -398,7 +398,7 @@ def _simulate_batches(
         if sampling == "epochs" and t % per_epoch == 0:
             order = np.argsort(rng.random((replicas, n)), axis=1)  # a permutation per replica
         idx = _batch_indices(rng, sampling, order, t % per_epoch, b, replicas, n)
-        state = opt.update(state, gradient(state[0], idx))
+        state = opt.advance(state, gradient(state[0], idx))
     return as_asked(loss_curve(rec, train), asked), as_asked(loss_curve(rec, test), asked)
 
 

@@ -182,7 +182,7 @@ class LeastSquares:
                         k += 1
                     if t < steps:
                         grad = self.example_gradients(rng, state[0], b)
-                        state = opt.update(state, grad if pre is None else pre * grad)
+                        state = opt.advance(state, grad if pre is None else pre * grad)
                 return losses
 
             return run

@@ -3,9 +3,12 @@ r"""Optimisers as values: each is defined once here, and every engine consumes i
 An optimiser is a small immutable value with two faces, as an optax transform carries ``init`` beside
 ``update``:
 
-* its **update**, for the simulators: ``init(x)`` gives the state a run starts from (θ₀ and whatever the
-  optimiser carries), ``update(state, step)`` the next state from ``step = P g`` (the preconditioned stochastic
-  gradient, in whatever basis the simulator works), and ``readout(state)`` the iterate whose loss is reported;
+* its **update**, for a user's loop and the simulators: ``init(x)`` gives the state a run starts from (θ₀ and
+  whatever the optimiser carries), ``update(state, g)`` the next state from the stochastic gradient g as PyTorch
+  and optax apply the rule (preconditioner and weight decay included), ``advance(state, step)`` the same rule on
+  ``step = P g`` already preconditioned and without a linear optimiser's decay (what the simulators run in
+  whatever basis they work, adding the decay relative to θ*), and ``readout(state)`` the iterate whose loss is
+  reported;
 * its **transition**, for the exact engines: per coordinate of H's basis the state ``s`` (θ first) of a
   *linear* optimiser obeys
 
@@ -39,7 +42,7 @@ Coupled and decoupled differ for SGD only when P ≠ I. The loss reported is the
 regularised objective.
 
 Optimisers that are not linear have no transition; the exact engines refuse them with :func:`require_linear`,
-and the simulators run their ``update``. Their nonlinearity acts elementwise in the simulator's coordinates (the
+and the simulators run their ``advance``. Their nonlinearity acts elementwise in the simulator's coordinates (the
 parameter coordinates x = Qθ of a rotated problem, not H's eigenbasis), as in a real model:
 
 * ``sign_sgd(lr)``: ``θ ← θ − ε sign(g)`` (Bernstein et al. 2018, arXiv:1802.04434);
@@ -152,9 +155,26 @@ class Optimizer(ABC):
     def init(self, x):
         """The state a run starts from, θ₀ = ``x`` (rows of replicas); a tuple of arrays."""
 
+    def update(self, state, grad):
+        r"""One step of the whole rule from the minibatch gradient ``grad`` = g at θ = ``state[0]`` (new arrays; the
+        state is not modified), as PyTorch and optax apply it: the preconditioner (diagonal in θ's coordinates) and
+        the weight decay included. Coupled decay adds λθ to g before P (``θ ← θ − εP(g + λθ)``); decoupled decay
+        takes ``δθ`` (δ = ελ) off the new θ, from the old one (``θ ← (1 − δ)θ − εPg``); AdamW decays inside its
+        own rule. ``optim.sgd(0.1, weight_decay=0.5).update((θ,), 0·θ)`` is ``(0.95θ,)``."""
+        theta = state[0]
+        coupled, decoupled = getattr(self, "coupled_decay", 0.0), getattr(self, "decoupled_rate", 0.0)
+        if coupled:
+            grad = grad + coupled * theta
+        new = self.advance(state, grad if self.precond is None else self.precond * grad)
+        if decoupled:
+            new = (new[0] - decoupled * theta, *new[1:])
+        return new
+
     @abstractmethod
-    def update(self, state, step):
-        """The next state from ``step`` = P·g (new arrays; the state is not modified)."""
+    def advance(self, state, step):
+        """The next state from ``step`` = P·g already preconditioned, without a linear optimiser's weight decay
+        (new arrays): what the simulators run in their own basis, where θ* and the decay's pull are theirs
+        (``nqm.montecarlo.basis.WorkingBasis.step``). AdamW's decay, part of its rule, is applied here too."""
 
     def readout(self, state):
         """The iterate whose loss is reported."""
@@ -209,9 +229,9 @@ class _Decaying(_Linear):
     ``forcing(pre)`` is that constant pull per unit θ*, per coordinate (d, m): ``s' = F s + forcing·θ* + gσz``;
     ``start_offset()`` what the start adds per unit θ* (decoupled heavy ball's θ_{−1} = θ₀/(1 − δ) is not x₀).
     The reported loss is the model's L(θ) = ½(θ − θ*)ᵀH(θ − θ*), not the regularised objective. The decay lives in
-    the transition; ``update`` does not carry it: the simulators' general path writes it on θ around ``update``
-    (``nqm.montecarlo.basis.WorkingBasis.step``), and the engines that do neither refuse a decaying optimiser
-    (:func:`require_no_decay`).
+    the transition and in :meth:`Optimizer.update`; ``advance`` does not carry it: the simulators' general path
+    writes it on θ = x + θ* around ``advance`` (``nqm.montecarlo.basis.WorkingBasis.step``), and the engines that
+    do neither refuse a decaying optimiser (:func:`require_no_decay`).
     """
 
     @property
@@ -252,7 +272,7 @@ class Sgd(_Decaying):
     def init(self, x):
         return (x,)
 
-    def update(self, state, step):
+    def advance(self, state, step):
         return (state[0] - self.lr * step,)
 
 
@@ -293,7 +313,7 @@ class HeavyBall(_Decaying):
     def init(self, x):
         return (x, x * 0)
 
-    def update(self, state, step):
+    def advance(self, state, step):
         x, v = state
         v = self.momentum * v + step
         return (x - self.lr * v, v)
@@ -321,7 +341,7 @@ class Nesterov(_Linear):
     def init(self, x):
         return (x, x * 0)
 
-    def update(self, state, step):
+    def advance(self, state, step):
         x, v = state
         v = self.momentum * v + step
         return (x - self.lr * (step + self.momentum * v), v)
@@ -362,8 +382,8 @@ class Ema(_Linear):
     def init(self, x):
         return (*self.inner.init(x), x)
 
-    def update(self, state, step):
-        inner = self.inner.update(state[:-1], step)
+    def advance(self, state, step):
+        inner = self.inner.advance(state[:-1], step)
         x = self.inner.readout(inner)
         return (*inner, self.gamma * state[-1] + (1.0 - self.gamma) * x)
 
@@ -376,7 +396,7 @@ class _Nonlinear(Optimizer):
     """An optimiser whose update is not linear in (state, g): no transition, no preconditioner of its own.
 
     Each is written once, as ``apply``: an in-place step of θ and its auxiliary arrays (``slots`` of them: momentum,
-    second moment) from the gradient g at update t = 1, 2, …. ``update`` runs it on copies; the fused diagonal
+    second moment) from the gradient g at update t = 1, 2, …. ``advance`` runs it on copies; the fused diagonal
     loop of :mod:`nqm.montecarlo.sfc64` runs it in place. The state is (θ, *auxiliary, t)."""
 
     precond = None
@@ -385,7 +405,7 @@ class _Nonlinear(Optimizer):
     def init(self, x):
         return (x, *(x * 0 for _ in range(self.slots)), 0)
 
-    def update(self, state, step):
+    def advance(self, state, step):
         x, *aux, t = state
         x, aux, g = x.copy(), [a.copy() for a in aux], step.copy()
         self.apply(x, aux, g, np.empty_like(g), t + 1)

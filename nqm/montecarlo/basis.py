@@ -54,7 +54,7 @@ class WorkingBasis:
         coupled, decoupled = getattr(opt, "coupled_decay", 0.0), getattr(opt, "decoupled_rate", 0.0)
         if coupled:
             grad = grad + coupled * theta
-        state = opt.update(state, self.precondition(grad))
+        state = opt.advance(state, self.precondition(grad))
         if decoupled:
             state = (state[0] - decoupled * theta, *state[1:])
         pull = None if self.optimum is None or not hasattr(opt, "pull") else opt.pull(self.optimum)

@@ -8,7 +8,7 @@ in-kernel in float64); on NumPy the loop below does the same arithmetic in the s
 kernel's executable specification. Elementwise optimisers that are not linear (sign descent, signum, RMSprop,
 Adam) run fused.cu's ``nqm_adaptive_run`` on diagonal problems, mirrored by a loop over their own ``apply``. Dense
 Σ, a rotated basis or an optimiser that couples the coordinates take the general loop, the optimiser's
-``update`` with matrix products where needed (cuBLAS on the GPU), on the same normals.
+``advance`` with matrix products where needed (cuBLAS on the GPU), on the same normals.
 
 Neither the chunking of steps into launches nor the batching of replicas changes a result: both only
 change which counters are computed together.

@@ -9,7 +9,7 @@ Losses are accumulated in float64 whatever the state's dtype.
 Diagonal problems take a fast path of in-place updates on cache-sized tiles: a linear optimiser's recurrence
 (:mod:`.recurrence`), bound by the normal generator, or an elementwise nonlinear optimiser's in-place step
 (``apply``, :mod:`nqm.optim`). Dense Σ, a rotated basis, per-example noise or an update that couples the
-coordinates (normalised SGD) take the general path, the optimiser's own ``update`` with matrix products.
+coordinates (normalised SGD) take the general path, the optimiser's own ``advance`` with matrix products.
 """
 
 from __future__ import annotations

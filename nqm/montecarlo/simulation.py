@@ -99,7 +99,7 @@ def simulate(
             single-threaded and about 3× slower than "sfc64" on one thread.
 
     Diagonal problems run the optimiser's transition in a fused loop (:mod:`nqm.montecarlo.recurrence`); dense Σ, a
-    rotated basis or per-example noise run its ``update`` with matrix products.
+    rotated basis or per-example noise run its ``advance`` with matrix products.
 
     Example:
         >>> import nqm
