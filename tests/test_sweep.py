@@ -233,6 +233,41 @@ def test_a_header_only_file_without_its_newline_is_read_not_cut(tmp_path):
     assert lines[0] == head and len(lines) == 2 and r.loaded == 0
 
 
+def test_loading_a_running_sweeps_file_leaves_its_torn_line_alone(tmp_path):
+    path = tmp_path / "s.jsonl"
+    fixed = {"d": 50, "batch_size": 8, "target": 0.1}
+    sweep.run("steps_to_target", [{"lr": 0.5}], fixed=fixed, path=path, progress=False)
+    torn = '{"params":{"lr":0.25},"seed":1'  # the running sweep is mid-write
+    with open(path, "a") as f:
+        f.write(torn)
+    before = path.read_bytes()
+    assert sweep.load(path).loaded == 1
+    assert path.read_bytes() == before  # a reader never cuts the file under a writer
+    with open(path, "a") as f:  # the writer finishes its line: the file is whole and resumes
+        f.write(',"result":{"steps":3.0},"seconds":0.1}\n')
+    assert sweep.load(path).loaded == 2
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('{"params":{"lr":0.5},"seed":1,"seconds":0.1}', "line 2: a sweep record lacks 'result'"),
+        ('{"seed":1,"result":{},"seconds":0.1}', "line 2: a sweep record lacks 'params'"),
+        ("[1, 2]", "line 2: a sweep record must be a JSON object"),
+        ('{"params":3,"seed":1,"result":{},"seconds":0.1}', "'params' must be an object"),
+    ],
+)
+def test_a_record_missing_its_keys_is_refused_by_line(tmp_path, line, message):
+    path = tmp_path / "s.jsonl"
+    sweep.run(
+        "steps_to_target", [{"lr": 0.5}], fixed={"d": 50, "batch_size": 8, "target": 0.1}, path=path, progress=False
+    )
+    head = path.read_text().splitlines()[0]
+    path.write_text(head + "\n" + line + "\n")
+    with pytest.raises(ValueError, match=message):
+        sweep.load(path)
+
+
 def test_a_file_that_is_not_a_sweep_is_refused_and_left_alone(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("my notes, no newline at the end")

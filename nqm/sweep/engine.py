@@ -107,7 +107,7 @@ def run(
     head = header(task_name(task), seed, fixed)
     done: dict[str, dict] = {}
     if path is not None:
-        old_header, records = read_file(path)
+        old_header, records = read_file(path, repair=True)
         if old_header is not None and old_header != json.loads(json.dumps(head)):
             raise ValueError(
                 f"{path} holds a different sweep ({old_header}); this one is {head}. "

@@ -19,7 +19,17 @@ import numpy as np
 from .params import plain_value
 from .table import SweepResult
 
-__all__ = ["FORMAT", "encode", "decode_record", "describe", "unidentifiable", "header", "read_file", "load"]
+__all__ = [
+    "FORMAT",
+    "RECORD_KEYS",
+    "encode",
+    "decode_record",
+    "describe",
+    "unidentifiable",
+    "header",
+    "read_file",
+    "load",
+]
 
 FORMAT = 1
 """The version written in a sweep file's header line."""
@@ -55,8 +65,18 @@ def _decode(value):
     return value
 
 
+RECORD_KEYS = ("params", "seed", "result", "seconds")
+
+
 def decode_record(record: dict) -> dict:
-    """A record read back, with "inf", "-inf" and "nan" turned into floats again."""
+    """A record read back, with "inf", "-inf" and "nan" turned into floats again; a record that lacks one of
+    :data:`RECORD_KEYS` (or is not an object) is refused with a ValueError naming what it lacks."""
+    if not isinstance(record, dict):
+        raise ValueError(f"a sweep record must be a JSON object, got {type(record).__name__}")
+    if missing := [k for k in RECORD_KEYS if k not in record]:
+        raise ValueError(f"a sweep record lacks {', '.join(map(repr, missing))} (it has {sorted(record)})")
+    if not isinstance(record["params"], dict):
+        raise ValueError(f"a sweep record's 'params' must be an object, got {record['params']!r}")
     return {**record, "result": _decode(record["result"])}
 
 
@@ -131,8 +151,10 @@ def header(task_name: str, seed: int, fixed: dict) -> dict:
     return {"nqm_sweep": FORMAT, "task": task_name, "seed": int(seed), "fixed": describe(fixed)}
 
 
-def read_file(path: Path) -> tuple[dict | None, list[dict]]:
-    """The header and records of a sweep file; a torn last line (a kill mid-write) is cut off the file.
+def read_file(path: Path, repair: bool = False) -> tuple[dict | None, list[dict]]:
+    """The header and records of a sweep file; a torn last line (a kill mid-write, or a line still being written
+    by a running sweep) is left out. Only with ``repair`` (the sweep that goes on writing the file) is it cut off
+    the file, and a whole last line missing its newline given one: a reader never modifies the file.
 
     The header is checked first, so that a file that is not a sweep file is refused and never modified.
     """
@@ -148,17 +170,27 @@ def read_file(path: Path) -> tuple[dict | None, list[dict]]:
     if not raw.endswith(b"\n"):
         keep = raw.rfind(b"\n") + 1
         if _complete(raw[keep:]):  # written whole, only the newline is missing (a header-only file, say)
-            with open(path, "ab") as f:
-                f.write(b"\n")
+            if repair:
+                with open(path, "ab") as f:
+                    f.write(b"\n")
             raw += b"\n"
         else:  # torn mid-write
-            with open(path, "r+b") as f:
-                f.truncate(keep)
+            if repair:
+                with open(path, "r+b") as f:
+                    f.truncate(keep)
             raw = raw[:keep]
-    try:
-        records = [decode_record(json.loads(line)) for line in raw.decode().splitlines()[1:] if line.strip()]
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: a record is not valid JSON ({exc}); the file was edited or corrupted") from None
+    records = []
+    for number, line in enumerate(raw.decode().splitlines()[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            records.append(decode_record(json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"{path}, line {number}: not valid JSON ({exc}); the file was edited or corrupted"
+            ) from None
+        except ValueError as exc:
+            raise ValueError(f"{path}, line {number}: {exc}") from None
     return header, records
 
 
