@@ -69,14 +69,21 @@ _GATHER_ELEMENTS = 1 << 22  # replicas × B × d gathered at once
 
 @dataclass(frozen=True, eq=False)
 class FiniteDataset:
-    """N examples of an additive NQM in H's basis: ``h`` (d,) and the per-example noise ``examples`` (N, d)."""
+    """N examples of an additive NQM in H's basis: ``h`` (d,) and the per-example noise ``examples`` (N, d).
+
+    θ is measured from the population's optimum (θ* of the problem drawn from): every result here is the same
+    wherever θ* lies, since the engines refuse weight decay, the one thing that sees it. An orthogonal ``basis`` Q
+    (the problem's) makes :meth:`simulate` run the optimiser on the parameters x = Qθ, where sign descent and Adam
+    act, as the problem's own simulator does; the exact results are basis-invariant."""
 
     h: np.ndarray
     examples: np.ndarray
     name: str = "finite dataset"
+    basis: np.ndarray | None = None
 
     def __post_init__(self):
-        h = NoisyQuadratic(self.h, c=np.zeros(np.size(self.h))).h  # same validation as every problem
+        checked = NoisyQuadratic(self.h, c=np.zeros(np.size(self.h)), basis=self.basis)  # validated as any problem's
+        h = checked.h
         xi = np.array(self.examples, dtype=np.float64)
         if xi.ndim != 2 or xi.shape[1] != h.size:
             raise ValueError(f"examples must have shape (N, {h.size}), got {np.shape(self.examples)}")
@@ -87,15 +94,17 @@ class FiniteDataset:
         xi.setflags(write=False)
         object.__setattr__(self, "h", h)
         object.__setattr__(self, "examples", xi)
+        object.__setattr__(self, "basis", checked.basis)
 
     @classmethod
     def draw(cls, p: NoisyQuadratic, n: int, *, seed=0) -> FiniteDataset:
-        """N examples of ``p``: ξ_n = F z_n with F Fᵀ = Σ and z_n standard normal, drawn once from ``seed``."""
+        """N examples of ``p``: ξ_n = F z_n with F Fᵀ = Σ and z_n standard normal, drawn once from ``seed``; the
+        dataset keeps ``p``'s basis and measures θ from ``p``'s optimum (see the class)."""
         n = int(check_count("n (examples)", n))
         rng = np.random.default_rng(np.random.SeedSequence(seed))
         z = rng.standard_normal((n, p.d))
         xi = z * np.sqrt(p.c) if p.is_diagonal or p.sigma is None else z @ p.sigma_factor.T
-        return cls(p.h, xi, name=f"{n} examples of {p.name}")
+        return cls(p.h, xi, name=f"{n} examples of {p.name}", basis=p.basis)
 
     @property
     def n(self) -> int:
@@ -184,15 +193,19 @@ class FiniteDataset:
         with "epochs" a replica's step t uses batch t mod ⌊N/B⌋ of its current epoch's permutation. Any optimiser
         value runs (its ``advance`` on P·(Hθ + mean of the batch's ξ)). One stream from ``seed``; single-threaded.
         """
-        theta_n = self.optimum
+        theta_n, q = self.optimum, self.basis
         pre = check_precond(NoisyQuadratic(self.h, c=np.zeros(self.d)), as_optimizer(opt).precond)
+        # with a basis the run's coordinates are x = Qθ (rows: x = θQᵀ); P·g is formed in H's basis, then rotated
+        to_theta = (lambda x: x) if q is None else (lambda x: x @ q)
+        to_run = (lambda theta: theta) if q is None else (lambda theta: theta @ q.T)
 
-        def gradient(theta, idx):
-            return pre * (self.h * theta + _batch_mean(self.examples, idx, self.mean_noise))
+        def gradient(x, idx):
+            return to_run(pre * (self.h * to_theta(x) + _batch_mean(self.examples, idx, self.mean_noise)))
 
         return _simulate_batches(
             opt, self.n, self.d, batch_size, steps, replicas, sampling, seed, init_var, at, gradient,
-            lambda x: 0.5 * np.square(x - theta_n) @ self.h, lambda x: 0.5 * np.square(x) @ self.h,
+            lambda x: 0.5 * np.square(to_theta(x) - theta_n) @ self.h, lambda x: 0.5 * np.square(to_theta(x)) @ self.h,
+            to_run=to_run,
         )  # fmt: skip
 
 
@@ -369,11 +382,24 @@ def batch_factor(n: int, batch_size, sampling: str = "batches") -> float:
 
 
 def _simulate_batches(
-    opt, n, d, batch_size, steps, replicas, sampling, seed, init_var, at, gradient, train_loss, test_loss
+    opt,
+    n,
+    d,
+    batch_size,
+    steps,
+    replicas,
+    sampling,
+    seed,
+    init_var,
+    at,
+    gradient,
+    train_loss,
+    test_loss,
+    to_run=None,
 ) -> tuple[LossCurve, LossCurve]:
-    """The loop both training sets simulate: replicas from θ₀ ~ N(0, diag(init_var)), each step the optimiser's
-    ``advance`` on ``gradient(θ, batch indices)`` (indices (R, B), or None for every example), the two losses at
-    the recorded steps."""
+    """The loop both training sets simulate: replicas from θ₀ ~ N(0, diag(init_var)) (in the run's coordinates
+    ``to_run(θ₀)`` where given), each step the optimiser's ``advance`` on ``gradient(x, batch indices)`` (indices
+    (R, B), or None for every example), the two losses at the recorded steps."""  # fmt: skip
     opt = require_no_decay(as_optimizer(opt), "a finite training set")
     sampling = _check_sampling(sampling)
     b = int(check_batch_size(batch_size, integer=True))
@@ -384,7 +410,8 @@ def _simulate_batches(
     rec = np.unique(asked)
     v0 = check_init_var(init_var, d)
     rng = np.random.default_rng(np.random.SeedSequence(seed))
-    state = opt.init(rng.standard_normal((replicas, d)) * np.sqrt(v0))
+    theta0 = rng.standard_normal((replicas, d)) * np.sqrt(v0)
+    state = opt.init(theta0 if to_run is None else to_run(theta0))
     per_epoch, order = n // b, None
     train, test = np.empty((replicas, rec.size)), np.empty((replicas, rec.size))
     k = 0

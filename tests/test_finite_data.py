@@ -237,3 +237,44 @@ def test_distinct_batches_have_no_repeats_and_the_without_replacement_law(n, b):
     assert_agrees_and_control_rejected(
         [s.mean()], [s.std(ddof=1) / np.sqrt(s.size)], trace * data.batch_factor(b), trace / b
     )
+
+
+def _rotated(d=5, n=40, seed=4):
+    h = nqm.spectra.log_uniform(d, 0.3, 1.0)
+    q = nqm.spectra.random_rotation(d, seed=seed)
+    return nqm.NoisyQuadratic(h, np.linspace(0.5, 2.0, d), basis=q), q
+
+
+def test_a_drawn_dataset_keeps_the_basis_and_linear_runs_do_not_see_it():
+    p, q = _rotated()
+    rotated = nqm.FiniteDataset.draw(p, 40, seed=1)
+    plain = nqm.FiniteDataset(rotated.h, rotated.examples)
+    assert rotated.basis is not None and np.array_equal(rotated.basis, q)
+    opt = optim.heavy_ball(0.4, 0.5, precond=1.0 / np.sqrt(rotated.h))
+    for a, b in zip(
+        rotated.simulate(opt, 4, 30, 8, sampling="epochs", seed=2),
+        plain.simulate(opt, 4, 30, 8, sampling="epochs", seed=2),
+    ):
+        np.testing.assert_allclose([a.mean, a.sem], [b.mean, b.sem], rtol=1e-11, atol=1e-14)
+
+
+def test_sign_descent_on_a_rotated_dataset_acts_on_the_parameters():
+    p, q = _rotated()
+    data = nqm.FiniteDataset.draw(p, 40, seed=1)
+    lr, b, steps, reps, seed = 0.05, 4, 12, 3, 5
+    train = data.simulate(optim.sign_sgd(lr), b, steps, reps, sampling="replacement", seed=seed, at=[steps])[0]
+    # the loop written out: θ in H's basis, sign taken on the parameters x = Qθ (rows: x = θQᵀ)
+    rng = np.random.default_rng(np.random.SeedSequence(seed))
+    x = (rng.standard_normal((reps, data.d))) @ q.T
+    for _ in range(steps):
+        idx = rng.integers(0, data.n, (reps, b))
+        g_theta = data.h * (x @ q) + data.examples[idx].mean(axis=1)
+        x = x - lr * np.sign(g_theta @ q.T)
+    theta = x @ q
+    expected = 0.5 * np.square(theta - data.optimum) @ data.h
+    np.testing.assert_allclose(
+        [train.mean[-1], train.sem[-1]], [expected.mean(), expected.std(ddof=1) / np.sqrt(reps)], rtol=1e-12
+    )
+    unrotated = nqm.FiniteDataset(data.h, data.examples)
+    other = unrotated.simulate(optim.sign_sgd(lr), b, steps, reps, sampling="replacement", seed=seed, at=[steps])[0]
+    assert not np.isclose(other.mean[-1], expected.mean(), rtol=1e-3)  # the basis matters for sign descent
