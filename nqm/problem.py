@@ -201,8 +201,14 @@ class NoisyQuadratic:
 
     @classmethod
     def from_parsed(cls, parsed: problem_file.ParsedProblem) -> NoisyQuadratic:
-        """The problem of a parsed description (:func:`nqm.problem_file.read` or ``parse``)."""
-        return cls(parsed.h, parsed.c, sigma=parsed.sigma, basis=parsed.basis, optimum=parsed.optimum, name=parsed.name)
+        """The problem of a parsed description (:func:`nqm.problem_file.read` or ``parse``); what the problem
+        refuses (a negative variance in a noise file, a Σ that is not PSD) is named with the description's source."""
+        try:
+            return cls(
+                parsed.h, parsed.c, sigma=parsed.sigma, basis=parsed.basis, optimum=parsed.optimum, name=parsed.name
+            )
+        except ValueError as e:
+            raise ValueError(f"{parsed.source}: {e}") from None
 
     # -- presets --------------------------------------------------------------------------------
     @classmethod

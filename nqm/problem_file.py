@@ -66,7 +66,8 @@ OPTIMUM_KINDS = {"normal": ("scale", "seed"), "file": ("path",)}
 @dataclass(frozen=True)
 class ParsedProblem:
     """What a problem file describes, as arrays: ``h``; ``c`` or a dense ``sigma``; an optional ``basis``; the
-    ``init_var`` (scalar or (d,)), the ``name`` and an optional ``optimum`` θ* (None: 0)."""
+    ``init_var`` (scalar or (d,)), the ``name``, an optional ``optimum`` θ* (None: 0) and the ``source`` it came
+    from (the file, for errors)."""
 
     h: np.ndarray
     c: np.ndarray | None
@@ -75,18 +76,25 @@ class ParsedProblem:
     init_var: float | np.ndarray
     name: str
     optimum: np.ndarray | None = None
+    source: str = "<dict>"
 
 
 def read(path) -> ParsedProblem:
     """Parse the TOML problem file at ``path`` (errors name the file and the key)."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"problem file {str(path)!r} is a directory; give a .toml file")
     try:
         with open(path, "rb") as f:
             spec = tomllib.load(f)
     except FileNotFoundError:
         raise ValueError(f"problem file {str(path)!r} does not exist") from None
+    except UnicodeDecodeError as e:  # TOML is UTF-8 by definition
+        raise ValueError(f"{path}: not UTF-8 text (byte {e.start}); save the file as UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"{path}: not valid TOML ({e})") from None
+    except OSError as e:
+        raise ValueError(f"problem file {str(path)!r} cannot be read ({e.strerror})") from None
     return parse(spec, source=str(path), base_dir=path.parent)
 
 
@@ -103,11 +111,10 @@ def parse(spec: dict, *, source: str = "<dict>", base_dir=None) -> ParsedProblem
     basis = None
     if basis_spec is not None:
         where.only(basis_spec, ("strength", "seed"), "[basis]")
-        basis = spectra.random_rotation(
-            h.size,
-            where.number(basis_spec, "strength", "[basis]", 1.0),
-            int(where.number(basis_spec, "seed", "[basis]", 0)),
-        )
+        strength = where.number(basis_spec, "strength", "[basis]", 1.0, positive=False)
+        if strength > 1:
+            raise ValueError(f"{source}: [basis] strength must lie in [0, 1], got {strength:g}")
+        basis = spectra.random_rotation(h.size, strength, where.seed(basis_spec, "[basis]"))
     init = where.table(spec, "init") or {}
     where.only(init, ("var",), "[init]")
     init_var = where.number(init, "var", "[init]", 1.0, positive=False)
@@ -117,7 +124,7 @@ def parse(spec: dict, *, source: str = "<dict>", base_dir=None) -> ParsedProblem
     if not isinstance(name, str):
         raise ValueError(f"{source}: name must be a string, got {name!r}")
     optimum = _optimum(where.table(spec, "optimum"), h.size, where)
-    return ParsedProblem(h, c, sigma, basis, init_var, name, optimum)
+    return ParsedProblem(h, c, sigma, basis, init_var, name, optimum, source)
 
 
 def _optimum(table: dict | None, d: int, where: _Where) -> np.ndarray | None:
@@ -131,7 +138,7 @@ def _optimum(table: dict | None, d: int, where: _Where) -> np.ndarray | None:
             raise ValueError(f"{where.source}: [optimum] has {values.size} values for d = {d} coordinates")
         return values
     scale = where.number(table, "scale", "[optimum]", 1.0)
-    seed = int(where.number(table, "seed", "[optimum]", 0, positive=False))
+    seed = where.seed(table, "[optimum]")
     return scale * np.random.default_rng(seed).standard_normal(d)
 
 
@@ -139,8 +146,11 @@ def _spectrum(table: dict, where: _Where) -> np.ndarray:
     kind = where.kind(table, "[spectrum]", SPECTRUM_KINDS)
     where.only(table, ("kind", *SPECTRUM_KINDS[kind]), f"[spectrum] kind {kind!r}")
     if kind == "file":
-        return where.array(table, "[spectrum]", ndim=1)
-    d = int(where.number(table, "d", "[spectrum]"))
+        h = where.array(table, "[spectrum]", ndim=1)
+        if not np.all(h > 0):
+            raise ValueError(f"{where.source}: [spectrum] curvatures must be > 0; the file holds {h.min():g}")
+        return h
+    d = where.integer(table, "d", "[spectrum]")
     if kind == "power_law":  # the keys are read (and their errors worded) before the spectrum is built
         exponent, scale = where.number(table, "exponent", "[spectrum]"), where.number(table, "scale", "[spectrum]", 1.0)
     else:
@@ -179,9 +189,7 @@ def _noise(table: dict, h: np.ndarray, where: _Where):
     if kind == "power":
         return c, None
     strength = where.number(table, "strength", "[noise]", 1.0, positive=False)
-    return None, spectra.misaligned_sigma(
-        c, strength, seed=int(where.number(table, "seed", "[noise]", 0, positive=False))
-    )
+    return None, spectra.misaligned_sigma(c, strength, seed=where.seed(table, "[noise]"))
 
 
 class _Where:
@@ -209,7 +217,7 @@ class _Where:
 
     def kind(self, table: dict, place: str, kinds: dict) -> str:
         kind = table.get("kind")
-        if kind not in kinds:
+        if not isinstance(kind, str) or kind not in kinds:
             raise ValueError(f"{self.source}: {place} kind must be one of {', '.join(kinds)}, got {kind!r}")
         return kind
 
@@ -225,14 +233,34 @@ class _Where:
             raise ValueError(f"{self.source}: {place} {key} must be > 0, got {value!r}")
         return float(value)
 
+    def integer(self, table: dict, key: str, place: str, default=None, low: int = 1) -> int:
+        """A whole number ≥ ``low`` (2.7 is refused, not truncated; 3.0 is 3)."""
+        value = self.number(table, key, place, default, positive=False)
+        if value != int(value) or value < low:
+            raise ValueError(f"{self.source}: {place} {key} must be a whole number >= {low}, got {table.get(key)!r}")
+        return int(value)
+
+    def seed(self, table: dict, place: str) -> int:
+        """A seed: a whole number ≥ 0 (default 0)."""
+        return self.integer(table, "seed", place, 0, low=0)
+
     def array(self, table: dict, place: str, ndim: int) -> np.ndarray:
         if not isinstance(table.get("path"), str):
             raise ValueError(f"{self.source}: {place} kind 'file' needs a path string")
         path = self.base_dir / table["path"]
+        suffix = path.suffix.lower()
+        if suffix == ".npz":
+            raise ValueError(f"{self.source}: {place} {str(path)!r} is a .npz archive; save the one array with np.save")
         try:
-            values = np.load(path) if path.suffix == ".npy" else np.loadtxt(path, ndmin=ndim)
-        except (OSError, ValueError) as e:
-            raise ValueError(f"{self.source}: {place} cannot read {str(path)!r} ({e})") from None
+            if suffix == ".npy":
+                values = np.load(path, allow_pickle=False)
+            else:
+                values = np.loadtxt(path, ndmin=ndim)
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            why = "not text numbers, one per line" if isinstance(e, UnicodeDecodeError) else e
+            raise ValueError(f"{self.source}: {place} cannot read {str(path)!r} ({why})") from None
+        if values.dtype.kind not in "iuf":  # complex, bool, structured, strings: no silent cast
+            raise ValueError(f"{self.source}: {place} {str(path)!r} holds {values.dtype}; it must hold real numbers")
         values = np.asarray(values, dtype=np.float64)
         if values.ndim != ndim or not np.all(np.isfinite(values)):
             raise ValueError(f"{self.source}: {place} {str(path)!r} must hold a finite {ndim}-D array")

@@ -3,6 +3,7 @@ builds what the constructor it names builds, every user error names the file and
 scales agree with ``nqm.theory`` evaluated another way."""
 
 import json
+import textwrap
 
 import numpy as np
 import pytest
@@ -10,6 +11,8 @@ import pytest
 import nqm
 from nqm import dynamics, info, problem_file, spectra, theory
 from nqm.cli import main
+
+_POWER = '[spectrum]\nkind = "power_law"\nd = 3\nexponent = 1.0\n[noise]\nkind = "power"\n'
 
 
 def _write(tmp_path, text, name="p.toml"):
@@ -69,7 +72,19 @@ def test_files_noise_kinds_and_the_basis(tmp_path):
         ('[spectrum]\nkind = "power_law"\nd = 5\nexponant = 1.0\n[noise]\nkind = "power"\n', "unknown key 'exponant'"),
         ('[spectrum]\nkind = "power_law"\nd = 5\nexponent = 1.0\n', "missing table \\[noise\\]"),
         ('[spectrum]\nkind = "zipf"\nd = 5\n[noise]\nkind = "power"\n', "kind must be one of"),
-        ('[spectrum]\nkind = "power_law"\nd = -5\nexponent = 1.0\n[noise]\nkind = "power"\n', "d must be > 0"),
+        (
+            '[spectrum]\nkind = "power_law"\nd = -5\nexponent = 1.0\n[noise]\nkind = "power"\n',
+            "d must be a whole number >= 1",
+        ),
+        (
+            '[spectrum]\nkind = "power_law"\nd = 2.7\nexponent = 1.0\n[noise]\nkind = "power"\n',
+            "d must be a whole number",
+        ),
+        ('[spectrum]\nkind = ["power"]\nd = 5\n[noise]\nkind = "power"\n', "kind must be one of .* got \\['power'\\]"),
+        (_POWER + "[basis]\nseed = -1\n", "\\[basis\\] seed must be a whole number >= 0, got -1"),
+        (_POWER + "[basis]\nstrength = 1.5\n", "strength must lie in \\[0, 1\\]"),
+        (_POWER + '[optimum]\nkind = "normal"\nseed = 1.5\n', "\\[optimum\\] seed must be a whole number"),
+        (_POWER.replace('kind = "power"\n', 'kind = "misaligned"\nseed = -2\n'), "\\[noise\\] seed must be"),
         ('[spectrum]\nkind = "power_law"\nd = 5\nexponent = "a"\n[noise]\nkind = "power"\n', "exponent must be"),
         ('[spectrum]\nkind = "file"\npath = "none.npy"\n[noise]\nkind = "power"\n', "cannot read"),
         ("[spectrum\n", "not valid TOML"),
@@ -188,3 +203,52 @@ def test_the_optimum_table_draws_or_reads_theta_star(tmp_path):
     (tmp_path / "short.txt").write_text("1.0\n2.0\n")
     with pytest.raises(ValueError, match="2 values for d = 3"):
         nqm.NoisyQuadratic.from_file(_write(tmp_path, base + '[optimum]\nkind = "file"\npath = "short.txt"\n'))
+
+
+@pytest.mark.parametrize(
+    "array, name, message",
+    [
+        (np.zeros(3, dtype=[("a", "f8"), ("b", "f8")]), "s.npy", "holds \\[\\('a'.*must hold real numbers"),
+        (np.array([1 + 1j, 2.0, 3.0]), "c.npy", "holds complex128; it must hold real numbers"),
+        (np.array([True, True, False]), "b.npy", "holds bool"),
+        (np.array([1.0, -1.0, 2.0]), "n.npy", "curvatures must be > 0; the file holds -1"),
+        (np.ones(3), "z.npz", "is a .npz archive"),
+    ],
+)
+def test_a_spectrum_file_that_is_not_positive_reals_is_refused_by_name(tmp_path, array, name, message):
+    with open(tmp_path / name, "wb") as f:  # the name as given (np.save would append .npy)
+        np.savez(f, h=array) if name.endswith(".npz") else np.save(f, array)
+    path = _write(tmp_path, f'[spectrum]\nkind = "file"\npath = "{name}"\n[noise]\nkind = "power"\n')
+    with pytest.raises(ValueError, match=message) as excinfo:
+        nqm.NoisyQuadratic.from_file(path)
+    assert str(path) in str(excinfo.value)
+
+
+def test_files_read_whatever_the_case_of_their_suffix_and_the_problem_names_the_file(tmp_path):
+    with open(tmp_path / "h.NPY", "wb") as f:
+        np.save(f, np.array([3.0, 2.0, 1.0]))
+    p = nqm.NoisyQuadratic.from_file(
+        _write(tmp_path, '[spectrum]\nkind = "file"\npath = "h.NPY"\n[noise]\nkind = "power"\n')
+    )
+    np.testing.assert_array_equal(p.h, [3.0, 2.0, 1.0])
+    (tmp_path / "c.txt").write_text("0.1\n-0.2\n0.3\n")
+    path = _write(tmp_path, _POWER.replace('kind = "power"\n', 'kind = "file"\npath = "c.txt"\n'), "neg.toml")
+    with pytest.raises(ValueError, match="neg.toml: c \\(noise variances\\) must be >= 0"):
+        nqm.NoisyQuadratic.from_file(path)
+
+
+def test_a_directory_or_a_file_that_is_not_utf8_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="is a directory"):
+        nqm.NoisyQuadratic.from_file(tmp_path)
+    path = tmp_path / "latin.toml"
+    path.write_bytes('name = "caf\xe9"\n'.encode("latin-1") + _POWER.encode())
+    with pytest.raises(ValueError, match="not UTF-8 text"):
+        nqm.NoisyQuadratic.from_file(path)
+
+
+def test_the_module_docstrings_example_loads(tmp_path):
+    example = problem_file.__doc__.split("::\n", 1)[1].split("\n\n", 1)[0]
+    p = nqm.NoisyQuadratic.from_file(_write(tmp_path, textwrap.dedent(example)))
+    assert p.d == 1000 and p.basis is not None and p.optimum is not None
+    stripped = textwrap.dedent(example).replace("strength = 1.0\nseed = 0", "strength = 0\nseed = 0")
+    assert np.array_equal(nqm.NoisyQuadratic.from_file(_write(tmp_path, stripped, "q.toml")).basis, np.eye(1000))
