@@ -2,9 +2,9 @@
 
 ``nqm validate [--quick] [--out DIR] [--seed N] [--only V4,V5] [--problem FILE [--target L]]`` runs the validation
 suite (with ``--problem``, the claims that apply to a given problem, on that problem);
-``nqm plot NAME [--out FILE] [--d N] [--target T] [--seed N]`` draws a figure of :mod:`nqm.gallery`
-(``nqm plot all --out DIR`` draws every one, ``nqm plot --list`` names them, ``--problem FILE`` draws on a problem
-file's problem);
+``nqm plot NAME [--out FILE | --format F] [--force] [--d N] [--target T] [--seed N]`` draws a figure of
+:mod:`nqm.gallery` (``nqm plot all --out DIR`` draws every one, ``nqm plot --list`` names them, ``--problem FILE``
+draws on a problem file's problem; an existing file not named after the figure is replaced only with ``--force``);
 ``nqm info --problem FILE [--target L] [--json]`` summarises a problem file (:mod:`nqm.info`);
 ``nqm frontier SWEEP [--group G] [--json] [--plot FILE] [--nqm-shape] [--problem FILE]`` puts a measured sweep
 (a CSV file, or ``zhang2024``) through the critical-batch definitions (:mod:`nqm.real_sweeps`).
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 
@@ -23,7 +24,8 @@ def _plot_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", nargs="?", help="figure name (see --list), or 'all'")
     parser.add_argument("--list", action="store_true", help="list the figures and exit")
     parser.add_argument("--out", default=None, help="output file (.png, .svg, .pdf); a directory for 'all'")
-    parser.add_argument("--format", default="png", help="file format for 'all' (default png)")
+    parser.add_argument("--format", default=None, help="file format when --out names no file (default png)")
+    parser.add_argument("--force", action="store_true", help="replace an existing file not named after the figure")
     parser.add_argument("--d", type=int, default=None, help="problem dimension (default: per figure)")
     parser.add_argument("--target", type=float, default=None, help="target loss (default: per figure)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the simulated points (default 0)")
@@ -80,16 +82,26 @@ def _plot_errors(args) -> str | None:
         return f"figure {args.name} {why}"
     if args.name in gallery.NOT_ON_A_PROBLEM and args.problem is not None:
         return f"figure {args.name} {gallery.NOT_ON_A_PROBLEM[args.name]}: leave out --problem"
+    if args.name in gallery.NO_TARGET and args.target is not None:
+        return f"figure {args.name} draws no run to a target loss: leave out --target"
+    if args.format is not None and args.format.lower() not in _image_formats():
+        return f"--format {args.format!r} is not an image format; choose from {', '.join(sorted(_image_formats()))}"
     if args.name == "all":
-        if args.format not in _image_formats():
-            return f"--format {args.format!r} is not an image format; choose from {', '.join(sorted(_image_formats()))}"
         return _writable_directory(args.out or "nqm-figures")
-    return _image_file_errors(Path(args.out or f"{args.name}.png"), "--out")
+    out = Path(args.out or f"{args.name}.{args.format or 'png'}")
+    if args.format is not None and args.out is not None and out.suffix.lstrip(".").lower() != args.format.lower():
+        return f"--format {args.format} disagrees with --out {str(out)!r}; give one of them"
+    if problem := _image_file_errors(out, "--out"):
+        return problem
+    if out.exists() and out.stem != args.name and not args.force:
+        return f"--out {str(out)!r} exists and is not named after the figure; add --force to replace it"
+    return None
 
 
 def _image_file_errors(out: Path, flag: str) -> str | None:
-    """What is wrong with ``out`` as an image file to write (named by its option ``flag``)."""
-    if out.suffix.lstrip(".") not in _image_formats():
+    """What is wrong with ``out`` as an image file to write (named by its option ``flag``; any case of the
+    extension)."""
+    if out.suffix.lstrip(".").lower() not in _image_formats():
         return f"{flag} {str(out)!r} has no image extension; use .png, .svg or .pdf"
     if out.is_dir():
         return f"{flag} {str(out)!r} is a directory; give a file name"
@@ -115,10 +127,16 @@ def _plot(args) -> int:
         if args.problem is not None:
             options["problem"], options["init_var"] = _read_problem(args.problem)
         if args.name == "all":
-            for path in gallery.render_all(args.out or "nqm-figures", args.format, **options):
-                print(path)
+            with warnings.catch_warnings(record=True) as skipped:  # a figure left out: one line, not a warning
+                warnings.simplefilter("always", UserWarning)
+                for path in gallery.render_all(args.out or "nqm-figures", (args.format or "png").lower(), **options):
+                    print(path)
+            for w in skipped:
+                print(f"nqm plot: {w.message}", file=sys.stderr)
             return 0
-        print(gallery.render(args.name, args.out or f"{args.name}.png", **options))
+        if why := gallery.cannot_draw(args.name, options.get("problem")):
+            return _fail("plot", f"figure {args.name} {why}")
+        print(gallery.render(args.name, args.out or f"{args.name}.{(args.format or 'png').lower()}", **options))
     except ValueError as e:  # an argument the figure cannot use (a target above its initial loss, say)
         return _fail("plot", str(e))
     return 0

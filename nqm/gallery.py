@@ -20,7 +20,17 @@ from .finite_data import FiniteDataset
 from .montecarlo import one_step_improvement, simulate
 from .problem import NoisyQuadratic
 
-__all__ = ["FIGURES", "NEEDS", "NOT_ON_A_PROBLEM", "missing_extra", "render", "render_all"]
+__all__ = [
+    "FIGURES",
+    "NEEDS",
+    "NEEDS_NOISE",
+    "NOT_ON_A_PROBLEM",
+    "NO_TARGET",
+    "cannot_draw",
+    "missing_extra",
+    "render",
+    "render_all",
+]
 
 
 def _problem(d: int, problem: NoisyQuadratic | None) -> NoisyQuadratic:
@@ -33,6 +43,12 @@ def _mid_run_point(p: NoisyQuadratic, seed: int, init_var) -> np.ndarray:
     interesting."""
     run = simulate(p, 1.0 / p.h.max(), 8, 30, replicas=2, seed=seed, init_var=init_var, keep_state=True, progress=False)
     return run.state[0]
+
+
+def _require_noise(p: NoisyQuadratic, name: str) -> None:
+    """A figure of the noise's effects has nothing to draw on a noiseless problem (B_noise = 0): say so."""
+    if p.trace_sigma == 0:
+        raise ValueError(f"figure {name} {NEEDS_NOISE[name]}; {p.name} is noiseless (tr Σ = 0)")
 
 
 def _check_target(p: NoisyQuadratic, target: float, init_var, largest: float | None = None) -> None:
@@ -49,6 +65,7 @@ def _check_target(p: NoisyQuadratic, target: float, init_var, largest: float | N
 def laws(d: int = 1000, seed: int = 0, target: float = 0.01, problem: NoisyQuadratic | None = None, init_var=1.0):
     """ε_opt(B)/ε_max and ΔL_opt(B)/ΔL_max against B/B_noise, with one simulated step at ε_opt per point."""
     p = _problem(d, problem)
+    _require_noise(p, "laws")
     theta = _mid_run_point(p, seed, init_var)
     b_noise = float(theory.noise_scale(p, theta))
     x = np.geomspace(max(1 / 64, 1 / b_noise), 64, 200)  # B ≥ 1
@@ -129,6 +146,7 @@ def noise_scale(
 ):
     """B_noise(t) and B_simple(t) along the expected run of tuned SGD at B = 256 to ``target``."""
     p = _problem(d, problem)
+    _require_noise(p, "noise-scale")
     _check_target(p, target, init_var)
     r = dynamics.optimal_steps_to_target(p, target, [256], init_var=init_var)
     n = int(r.steps[0])
@@ -195,6 +213,7 @@ def critical_batch(
     E_min/S_min, Zhang et al. 2024's 20% rule, the frontier's two limits, and B_noise at θ₀, at the target and
     averaged over the run."""
     p = _problem(d, problem)
+    _require_noise(p, "critical-batch")
     _check_target(p, target, init_var, largest=10 * target)
     targets = target * np.geomspace(10, 0.1, 7)
     rows = [dynamics.critical_batch_sizes(p, t, init_var=init_var) for t in targets]
@@ -286,6 +305,7 @@ def finite_data(d: int = 100, seed: int = 0, target: float = 0.01, problem: Nois
     training and population losses per epoch of SGD with independent batches (exact) and shuffled epochs
     (simulated)."""
     p = _problem(d, problem)
+    _require_noise(p, "finite-data")
     data = FiniteDataset.draw(p, 256, seed=[seed, 22])
     trace = float(np.trace(data.h[:, None] * data.sigma))
     batches = np.arange(1, data.n + 1)
@@ -391,6 +411,29 @@ FIGURES = {
 """The gallery's figures by name (``nqm plot NAME``): each draws one figure and returns it."""
 
 
+NEEDS_NOISE = {
+    "laws": "draws the laws in units of B_noise",
+    "noise-scale": "draws the gradient noise scale",
+    "critical-batch": "draws batch sizes set by the noise",
+    "finite-data": "draws a training set's examples, which differ only by their noise",
+}
+"""Figures of the noise's effects, which a noiseless problem cannot draw."""
+NO_TARGET = ("laws", "parabolas", "simulation", "sign-surge", "real-sweep", "real-network")
+"""Figures that draw no run to a target loss: ``target`` does not apply to them."""
+
+
+def cannot_draw(name: str, problem: NoisyQuadratic | None = None) -> str | None:
+    """Why figure ``name`` cannot be drawn here, or on ``problem``: a missing extra, a real model's figure given a
+    problem, a noise figure given a noiseless problem; None when it can."""
+    if why := missing_extra(name):
+        return why
+    if problem is not None and name in NOT_ON_A_PROBLEM:
+        return NOT_ON_A_PROBLEM[name]
+    if problem is not None and name in NEEDS_NOISE and problem.trace_sigma == 0:
+        return f"{NEEDS_NOISE[name]}; {problem.name} is noiseless (tr Σ = 0)"
+    return None
+
+
 def render(name: str, out=None, **options):
     """Compute and draw one figure; write it to ``out`` (format from the extension) if given, else return it."""
     if name not in FIGURES:
@@ -405,15 +448,12 @@ def render(name: str, out=None, **options):
 
 def render_all(out_dir, fmt: str = "png", **options) -> list[str]:
     """Every figure of :data:`FIGURES` into ``out_dir`` as ``NAME.fmt``; with a ``problem``, those that draw one
-    (:data:`NOT_ON_A_PROBLEM`), and without ``nqm[real]`` those that need none. Each figure left out is named in a
-    warning."""
+    (:data:`NOT_ON_A_PROBLEM`) and, on a noiseless one, those that need no noise (:data:`NEEDS_NOISE`); without
+    ``nqm[real]`` those that need none. Each figure left out is named in a warning."""
     drawn = []
     for name in FIGURES:
-        why = missing_extra(name)
-        if options.get("problem") is not None and name in NOT_ON_A_PROBLEM:
-            why = f"{name} {NOT_ON_A_PROBLEM[name]}"
-        if why:
-            warnings.warn(f"figure {name} not drawn: {why}", stacklevel=2)
+        if why := cannot_draw(name, options.get("problem")):
+            warnings.warn(f"figure {name} not drawn: {name} {why}", stacklevel=2)
             continue
         drawn.append(render(name, Path(out_dir) / f"{name}.{fmt}", **options))
     return drawn

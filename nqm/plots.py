@@ -9,6 +9,8 @@ these functions; ``nqm plot NAME`` renders them from the command line.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 __all__ = [
@@ -118,7 +120,7 @@ def save(fig, path) -> str:
     """Write a figure to ``path`` (format from the extension: .png, .svg, .pdf) and close it."""
     import matplotlib.pyplot as plt
 
-    fig.savefig(path, dpi=130)
+    fig.savefig(path, dpi=130, format=Path(path).suffix.lstrip(".").lower() or None)  # LAWS.PNG is a PNG
     plt.close(fig)
     return str(path)
 

@@ -76,7 +76,8 @@ def test_every_gallery_figure_draws_a_problem_file_s_problem(name, tmp_path, cap
         '[noise]\nkind = "power"\nq = 0.5\n[init]\nvar = 0.5\n'
     )
     out = tmp_path / f"{name}.svg"
-    assert main(["plot", name, "--problem", str(path), "--target", "0.02", "--out", str(out)]) == 0
+    target = [] if name in gallery.NO_TARGET else ["--target", "0.02"]
+    assert main(["plot", name, "--problem", str(path), *target, "--out", str(out)]) == 0
     assert capsys.readouterr().out.strip() == str(out)
     text = out.read_text()
     assert "<svg" in text and "<path" in text
@@ -104,7 +105,9 @@ def test_a_figure_whose_extra_is_missing_says_what_to_install(tmp_path, capsys, 
     assert main(["plot", "real-network", "--out", str(tmp_path / "r.png")]) == 2
     assert "needs a_module_that_is_not_installed: pip install 'nqm[real]'" in capsys.readouterr().err
     monkeypatch.setattr(gallery, "render", lambda name, out, **options: str(out))
-    with pytest.warns(UserWarning, match="figure real-network not drawn: needs a_module_that_is_not_installed"):
+    with pytest.warns(
+        UserWarning, match="figure real-network not drawn: real-network needs a_module_that_is_not_installed"
+    ):
         drawn = gallery.render_all(tmp_path)
     assert len(drawn) == len(gallery.FIGURES) - 1
 
@@ -120,3 +123,53 @@ def test_the_plot_command_lists_renders_and_refuses_unknown_names(tmp_path, caps
     assert "unknown figure" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown figure"):
         gallery.render("nonsense")
+
+
+def _noiseless_file(tmp_path):
+    path = tmp_path / "quiet.toml"
+    path.write_text('[spectrum]\nkind = "power_law"\nd = 20\nexponent = 1.0\n[noise]\nkind = "power"\nscale = 0\n')
+    return path
+
+
+def test_figures_of_the_noise_refuse_a_noiseless_problem_and_all_names_them(tmp_path, capsys, monkeypatch):
+    quiet = _noiseless_file(tmp_path)
+    assert main(["plot", "laws", "--problem", str(quiet), "--out", str(tmp_path / "laws.svg")]) == 2
+    assert "figure laws draws the laws in units of B_noise; quiet is noiseless" in capsys.readouterr().err
+    problem = nqm.NoisyQuadratic.from_file(quiet)
+    for name in gallery.NEEDS_NOISE:
+        with pytest.raises(ValueError, match=f"figure {name} .*noiseless"):
+            gallery.FIGURES[name](problem=problem)
+    monkeypatch.setattr(gallery, "render", lambda name, out, **options: str(out))
+    assert main(["plot", "all", "--problem", str(quiet), "--out", str(tmp_path / "all")]) == 0
+    out, err = capsys.readouterr()
+    left_out = {line.split()[3] for line in err.splitlines()}
+    assert left_out == set(gallery.NEEDS_NOISE) | set(gallery.NOT_ON_A_PROBLEM)
+    assert all(line.startswith("nqm plot: figure ") for line in err.splitlines())
+    assert len(out.splitlines()) == len(gallery.FIGURES) - len(left_out)
+
+
+def test_plot_options_a_figure_does_not_use_are_refused(capsys):
+    for name in gallery.NO_TARGET:
+        assert main(["plot", name, "--target", "0.5"]) == 2
+        assert "draws no run to a target loss: leave out --target" in capsys.readouterr().err
+    assert main(["plot", "laws", "--format", "tiff2"]) == 2
+    assert "--format 'tiff2' is not an image format" in capsys.readouterr().err
+    assert main(["plot", "laws", "--format", "png", "--out", "x.pdf"]) == 2
+    assert "--format png disagrees with --out 'x.pdf'" in capsys.readouterr().err
+
+
+def test_one_figure_takes_its_format_any_case_and_replaces_only_its_own_file(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    small = ["--d", "30"]
+    assert main(["plot", "parabolas", "--format", "svg", *small]) == 0
+    assert (tmp_path / "parabolas.svg").read_text().lstrip().startswith("<?xml")
+    assert main(["plot", "parabolas", "--format", "svg", *small]) == 0  # its own file: replaced
+    assert main(["plot", "parabolas", "--out", "LAWS.PNG", *small]) == 0
+    assert (tmp_path / "LAWS.PNG").read_bytes().startswith(b"\x89PNG")
+    (tmp_path / "paper.pdf").write_text("my paper")
+    capsys.readouterr()
+    assert main(["plot", "parabolas", "--out", "paper.pdf", *small]) == 2
+    assert "exists and is not named after the figure; add --force" in capsys.readouterr().err
+    assert (tmp_path / "paper.pdf").read_text() == "my paper"
+    assert main(["plot", "parabolas", "--out", "paper.pdf", "--force", *small]) == 0
+    assert (tmp_path / "paper.pdf").read_bytes().startswith(b"%PDF")
