@@ -64,11 +64,8 @@ class NoisyQuadratic:
             if not np.allclose(sigma, sigma.T, rtol=0, atol=_SYMMETRY_RTOL * scale):
                 raise ValueError("sigma must be symmetric")
             sigma = 0.5 * (sigma + sigma.T)
-            eigvals, eigvecs = np.linalg.eigh(sigma)
-            if eigvals.min() < -1e-10 * scale * d:
-                raise ValueError(f"sigma must be positive semi-definite; smallest eigenvalue {eigvals.min():.3g}")
-            # Σ = F Fᵀ with F = U sqrt(λ): the factor that maps unit noise to noise with covariance Σ.
-            self._sigma_factor = eigvecs * np.sqrt(np.clip(eigvals, 0.0, None))
+            _check_psd(sigma, 1e-10 * scale * d)
+            self._sigma_factor = None  # formed when a simulator first asks (an eigendecomposition, O(d³))
             self.sigma = sigma
             self.c = np.diag(sigma).copy()
         else:
@@ -125,7 +122,11 @@ class NoisyQuadratic:
 
     @property
     def sigma_factor(self) -> np.ndarray | None:
-        """(d, d) F with F Fᵀ = Σ for a dense Σ, else None (the factor is ``sqrt(c)``)."""
+        """(d, d) F with F Fᵀ = Σ for a dense Σ, else None (the factor is ``sqrt(c)``): F = U·sqrt(λ) from Σ's
+        eigendecomposition, formed on first use and kept (the closed forms never need it)."""
+        if self.sigma is not None and self._sigma_factor is None:
+            eigvals, eigvecs = np.linalg.eigh(self.sigma)
+            self._sigma_factor = eigvecs * np.sqrt(np.clip(eigvals, 0.0, None))
         return self._sigma_factor
 
     def __repr__(self) -> str:
@@ -227,6 +228,17 @@ class NoisyQuadratic:
 
 
 # -- the check that needs the problem ------------------------------------------------------------------------
+def _check_psd(sigma: np.ndarray, tolerance: float) -> None:
+    """Refuse a Σ with an eigenvalue below −``tolerance``. Σ + tolerance·I having a Cholesky factor (a tenth of an
+    eigendecomposition's time) proves it; only where it has none are the eigenvalues computed."""
+    try:
+        np.linalg.cholesky(sigma + tolerance * np.eye(sigma.shape[0]))
+    except np.linalg.LinAlgError:  # rare on a valid Σ (a zero Σ, rounding at the edge): the eigenvalues decide
+        smallest = np.linalg.eigvalsh(sigma).min()
+        if smallest < -tolerance:
+            raise ValueError(f"sigma must be positive semi-definite; smallest eigenvalue {smallest:.3g}") from None
+
+
 def check_precond(p: NoisyQuadratic, precond) -> np.ndarray:
     """Diagonal of the preconditioner P in H's basis as (d,) float64; ones when None."""
     return np.ones(p.d) if precond is None else check_positive_vector("precond (diagonal of P)", precond, p.d)

@@ -40,7 +40,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["ParsedProblem", "read", "parse", "SPECTRUM_KINDS", "NOISE_KINDS", "OPTIMUM_KINDS"]
+__all__ = ["ParsedProblem", "read", "parse", "SPECTRUM_KINDS", "NOISE_KINDS", "OPTIMUM_KINDS", "DENSE_D_MAX"]
 
 SPECTRUM_KINDS = {
     "power_law": ("d", "exponent", "scale"),
@@ -58,6 +58,10 @@ NOISE_KINDS = {
 }
 """The noise kinds of a problem file and the keys each takes."""
 _OPTIONAL = {"scale": 1.0, "q": 1.0, "strength": 1.0, "seed": 0}
+DENSE_D_MAX = 10_000
+"""The largest d for which a file may ask nqm to build a dense d × d matrix (a ``[basis]`` rotation or
+``misaligned`` noise): each is 8d² bytes (0.8 GB at 10⁴) and O(d³) work to draw; past it the file is refused
+rather than left to exhaust memory (a dense Σ read from a ``.npy`` the user made is not limited)."""
 _TOP_KEYS = ("name", "spectrum", "noise", "basis", "init", "optimum")
 OPTIMUM_KINDS = {"normal": ("scale", "seed"), "file": ("path",)}
 """The optimum kinds of a problem file and the keys each takes."""
@@ -84,6 +88,8 @@ def read(path) -> ParsedProblem:
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"problem file {str(path)!r} is a directory; give a .toml file")
+    if path.exists() and not path.is_file():  # a device or a pipe (/dev/zero) would be read without end
+        raise ValueError(f"problem file {str(path)!r} is not a regular file")
     try:
         with open(path, "rb") as f:
             spec = tomllib.load(f)
@@ -111,6 +117,7 @@ def parse(spec: dict, *, source: str = "<dict>", base_dir=None) -> ParsedProblem
     basis = None
     if basis_spec is not None:
         where.only(basis_spec, ("strength", "seed"), "[basis]")
+        where.dense(h.size, "[basis]")
         strength = where.number(basis_spec, "strength", "[basis]", 1.0, positive=False)
         if strength > 1:
             raise ValueError(f"{source}: [basis] strength must lie in [0, 1], got {strength:g}")
@@ -189,6 +196,7 @@ def _noise(table: dict, h: np.ndarray, where: _Where):
     if kind == "power":
         return c, None
     strength = where.number(table, "strength", "[noise]", 1.0, positive=False)
+    where.dense(h.size, "[noise] kind 'misaligned'")
     return None, spectra.misaligned_sigma(c, strength, seed=where.seed(table, "[noise]"))
 
 
@@ -233,6 +241,13 @@ class _Where:
             raise ValueError(f"{self.source}: {place} {key} must be > 0, got {value!r}")
         return float(value)
 
+    def dense(self, d: int, place: str) -> None:
+        if d > DENSE_D_MAX:
+            raise ValueError(
+                f"{self.source}: {place} builds a dense {d} × {d} matrix ({8 * d * d / 2**30:.1f} GiB, O(d³) to "
+                f"draw); files may ask for one up to d = {DENSE_D_MAX}: use a diagonal problem, or build Σ yourself"
+            )
+
     def integer(self, table: dict, key: str, place: str, default=None, low: int = 1) -> int:
         """A whole number ≥ ``low`` (2.7 is refused, not truncated; 3.0 is 3)."""
         value = self.number(table, key, place, default, positive=False)
@@ -248,6 +263,8 @@ class _Where:
         if not isinstance(table.get("path"), str):
             raise ValueError(f"{self.source}: {place} kind 'file' needs a path string")
         path = self.base_dir / table["path"]
+        if path.exists() and not path.is_file():
+            raise ValueError(f"{self.source}: {place} {str(path)!r} is not a regular file")
         suffix = path.suffix.lower()
         if suffix == ".npz":
             raise ValueError(f"{self.source}: {place} {str(path)!r} is a .npz archive; save the one array with np.save")

@@ -65,3 +65,21 @@ def test_bad_arguments_are_named():
     for kwargs, name in (({"tolerance": 0.0}, "tolerance"), ({"reference_batch": 0.5}, "batch"), ({}, "target")):
         with pytest.raises(ValueError, match=name):
             dynamics.critical_batch_sizes(p, -1.0 if name == "target" else 0.05, **kwargs)
+
+
+def test_a_long_runs_average_noise_scale_against_every_step():
+    """A run of ~2·10⁵ steps, past the every-step sum (quadrature beyond 2¹⁶ steps): the same recursion, every step."""
+    p = nqm.NoisyQuadratic.zhang2019(50)
+    r = dynamics.critical_batch_sizes(p, 1e-6, batch_sizes=2.0 ** np.arange(0, 12))
+    run = dynamics.optimal_steps_to_target(p, 1e-6, [r.run_batch])
+    lr, steps, b = float(run.lr[0]), int(run.steps[0]), r.run_batch
+    assert steps > dynamics.critical.EXACT_STEPS
+    v, weighted, total = np.ones(p.d), 0.0, 0.0
+    a2, q = (1 - lr * p.h) ** 2, lr**2 * p.c / b
+    for _ in range(steps):
+        b_noise = p.trace_h_sigma / (p.h**3 @ v)
+        ds = 1 / (1 + b_noise / b)
+        weighted, total = weighted + b_noise * ds, total + ds
+        v = a2 * v + q
+    assert r.b_noise_end == pytest.approx(p.trace_h_sigma / (p.h**3 @ v), rel=1e-9)
+    assert r.b_noise_mean == pytest.approx(weighted / total, rel=1e-9)

@@ -88,3 +88,24 @@ def test_power_law_bins_sum_like_the_full_spectrum(power):
     small_h, small_n = spectra.power_law_bins(a, 50)  # d within the exact head: the spectrum itself
     np.testing.assert_array_equal(small_h, spectra.power_law(50, a))
     np.testing.assert_array_equal(small_n, np.ones(50))
+
+
+def test_a_dense_sigma_is_checked_at_the_stated_tolerance_without_an_eigendecomposition(monkeypatch):
+    d = 4
+    q = np.linalg.qr(np.random.default_rng(0).normal(size=(d, d)))[0]
+    tolerance = 1e-10 * 1.0 * d  # 1e-10 · max|Σ| · d, with max|Σ| = 1 below
+
+    def sigma_with_smallest(lam):
+        s = (q * np.array([1.0, 0.5, 0.2, lam])) @ q.T
+        return s / np.abs(s).max()
+
+    real_eigh = np.linalg.eigh
+    monkeypatch.setattr(np.linalg, "eigh", lambda *a, **k: pytest.fail("eigh while building a problem"))
+    p = nqm.NoisyQuadratic(np.ones(d), sigma=sigma_with_smallest(-0.3 * tolerance))  # within the tolerance: accepted
+    with pytest.raises(ValueError, match="positive semi-definite; smallest eigenvalue -"):
+        nqm.NoisyQuadratic(np.ones(d), sigma=sigma_with_smallest(-3 * tolerance))
+    nqm.NoisyQuadratic(np.ones(d), sigma=np.zeros((d, d)))  # Σ = 0 is PSD
+    monkeypatch.setattr(np.linalg, "eigh", real_eigh)
+    f = p.sigma_factor  # formed on first use
+    np.testing.assert_allclose(f @ f.T, p.sigma, atol=1e-9)
+    assert p.sigma_factor is f

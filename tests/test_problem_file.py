@@ -4,6 +4,7 @@ scales agree with ``nqm.theory`` evaluated another way."""
 
 import json
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -252,3 +253,21 @@ def test_the_module_docstrings_example_loads(tmp_path):
     assert p.d == 1000 and p.basis is not None and p.optimum is not None
     stripped = textwrap.dedent(example).replace("strength = 1.0\nseed = 0", "strength = 0\nseed = 0")
     assert np.array_equal(nqm.NoisyQuadratic.from_file(_write(tmp_path, stripped, "q.toml")).basis, np.eye(1000))
+
+
+@pytest.mark.parametrize("table", ["[basis]\nseed = 1\n", None])
+def test_a_file_asking_for_a_huge_dense_matrix_is_refused_before_building_it(tmp_path, table):
+    d = problem_file.DENSE_D_MAX + 1
+    spectrum = f'[spectrum]\nkind = "power_law"\nd = {d}\nexponent = 1.0\n'
+    text = spectrum + ('[noise]\nkind = "power"\n' + table if table else '[noise]\nkind = "misaligned"\n')
+    with pytest.raises(ValueError, match=f"builds a dense {d} × {d} matrix .* up to d = {d - 1}"):
+        nqm.NoisyQuadratic.from_file(_write(tmp_path, text))
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_a_device_is_refused_not_read_without_end(tmp_path):
+    with pytest.raises(ValueError, match="is not a regular file"):
+        nqm.NoisyQuadratic.from_file("/dev/zero")
+    text = '[spectrum]\nkind = "file"\npath = "/dev/zero"\n[noise]\nkind = "power"\n'
+    with pytest.raises(ValueError, match="'/dev/zero' is not a regular file"):
+        nqm.NoisyQuadratic.from_file(_write(tmp_path, text))

@@ -37,6 +37,7 @@ from .expected import (
     expected_loss,
     mean_path,
     noise_scales_along,
+    noise_scales_at,
     sgd_variance,
     steady_state_loss,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "mean_path",
     "DecayedSgdMoments",
     "noise_scales_along",
+    "noise_scales_at",
     "fit_frontier",
     "fit_frontiers",
     "steps_to_target",

@@ -35,6 +35,7 @@ __all__ = [
     "sgd_variance",
     "coordinate_variance",
     "noise_scales_along",
+    "noise_scales_at",
     "second_moments",
     "powered_second_moments",
     "mean_path",
@@ -333,15 +334,25 @@ def noise_scales_along(p: NoisyQuadratic, opt, batch_size, steps: int, *, at=Non
     with E[θ_i(t)²] from :func:`sgd_variance` (McCandlish et al. 2018, arXiv:1812.06162, §2.2 and App. D).
     ``at`` defaults to 513 evenly spaced steps of the run, enough for its time average.
     """
-    opt = _sgd_only(opt, "noise_scales_along")
-    pre = check_precond(p, opt.precond)
     steps = check_count("steps", steps)
     at = np.unique(np.round(np.linspace(0, steps, 513))) if at is None else _checkpoints(steps, at)
+    return noise_scales_at(p, opt, batch_size, at, init_var=init_var)
+
+
+def noise_scales_at(p: NoisyQuadratic, opt, batch_size, t, *, init_var=1.0):
+    r"""(B_noise, B_simple) of :func:`noise_scales_along` at times ``t`` ≥ 0, which may lie between steps: the
+    closed form E[θ_i(t)²] = a_i^{2t}V_0 + (1 − a_i^{2t})q_i/(λ_i(2 − λ_i)) read at real t is smooth in t, which a
+    quadrature over a long run's steps needs (:func:`nqm.dynamics.critical_batch_sizes`). Shape (len(t), 2)."""
+    opt = _sgd_only(opt, "noise_scales_along")
+    pre = check_precond(p, opt.precond)
+    t = np.asarray(t, dtype=np.float64)
+    if t.ndim != 1 or not np.all(np.isfinite(t) & (t >= 0)):
+        raise ValueError(f"t must be a 1-D array of times >= 0, got {t!r}")
     lam, sigma = step_coefficients(p, opt, batch_size)
     q = sigma**2
     v0 = check_init_var(init_var, p.d)
     out = []
-    for chunk in np.array_split(np.asarray(at, dtype=np.float64), max(1, len(at) // 64)):
+    for chunk in np.array_split(t, max(1, len(t) // 64)):
         v = sgd_variance(lam, q, v0, chunk[:, None])
         out.append(np.stack([((pre**2 * p.h) @ p.c) / (v @ (pre**2 * p.h**3)), p.trace_sigma / (v @ p.h**2)], 1))
     return np.concatenate(out)
