@@ -21,12 +21,14 @@ a batch is the whole set and the noise vanishes. Smith & Le 2018 (arXiv:1710.064
 Three ways to draw the batches (``sampling``):
 
 * ``"epochs"`` (as training does): each epoch a fresh permutation, cut into ⌊N/B⌋ batches of B (a remainder is
-  left out of that epoch, PyTorch's ``drop_last``); the batches of one epoch are dependent;
+  left out of that epoch, PyTorch's ``drop_last``); the batches of one epoch are dependent (two of them have
+  covariance −Σ_N/(N − 1)), epochs independent, and the expected losses exact too (:func:`epoch_correction`);
 * ``"batches"``: every step B distinct examples drawn afresh: independent steps with the covariance above, so
   the training-loss dynamics are exact (:meth:`~nqm.FiniteDataset.training_problem`);
 * ``"replacement"``: B examples with replacement: independent steps with Σ_N/B, exact too.
 
-Shuffled epochs are simulated (:meth:`~nqm.FiniteDataset.simulate`) and held against the independent-batch law.
+:meth:`~nqm.FiniteDataset.expected_losses` gives the exact losses of each; :meth:`~nqm.FiniteDataset.simulate`
+draws them. The tuned runs (:meth:`~nqm.FiniteDataset.optimal_epochs`) use independent batches.
 Reported losses are excesses over their minima: the training loss ``L_N(θ) − L_N(θ_N) = ½(θ − θ_N)ᵀH(θ − θ_N)``
 and the population loss ``L(θ) = ½θᵀHθ``.
 
@@ -59,7 +61,7 @@ from .noise import step_coefficients
 from .optim import as_optimizer, require_linear, require_no_decay
 from .problem import NoisyQuadratic, check_precond
 
-__all__ = ["FiniteDataset", "FiniteLeastSquares", "batch_factor", "distinct_batches", "SAMPLINGS"]
+__all__ = ["FiniteDataset", "FiniteLeastSquares", "batch_factor", "distinct_batches", "epoch_correction", "SAMPLINGS"]
 
 SAMPLINGS = ("epochs", "batches", "replacement")
 """How :meth:`~nqm.FiniteDataset.simulate` draws its minibatches."""
@@ -138,10 +140,12 @@ class FiniteDataset:
     def training_problem(self, batch_size, sampling: str = "batches") -> NoisyQuadratic:
         """The training loss as an additive NQM at batch size B, exact for independent batches: curvature H,
         optimum θ_N, per-example covariance ``B·batch_factor·Σ_N`` (so that a batch of B has the covariance
-        above). Shuffled epochs have no such problem: their batches are dependent."""
+        above). Shuffled epochs have no such problem: their batches are dependent (:func:`epoch_correction`)."""
         if _check_sampling(sampling) == "epochs":
-            raise ValueError("shuffled epochs have dependent batches, whose exact dynamics nqm does not compute: "
-                             "use sampling='batches'")  # fmt: skip
+            raise ValueError(
+                "shuffled epochs have dependent batches: no noisy quadratic with independent noise describes them; "
+                "use sampling='batches' (expected_losses computes epochs exactly)"
+            )
         b = float(check_batch_size(batch_size, integer=True))
         scale = b * self.batch_factor(b, sampling)
         name = f"training loss, {self.name}"
@@ -163,25 +167,32 @@ class FiniteDataset:
     def expected_losses(
         self, opt, batch_size, steps: int, *, sampling: str = "batches", init_var=1.0, at=None
     ) -> tuple[LossCurve, LossCurve]:
-        r"""Exact (training, population) excess losses of SGD or heavy ball with independent batches, from
-        θ₀ ~ N(0, diag(init_var)).
+        r"""Exact (training, population) excess losses of a linear optimiser from θ₀ ~ N(0, diag(init_var)), with
+        independent batches or shuffled epochs.
 
         In the error x = θ − θ_N the run is the training problem's (:meth:`training_problem`) with E[x₀] = −θ_N,
         so ``E[x_t²]`` is its second moment from ``init_var + θ_N²`` and ``E[x_t]`` its mean path
-        (:func:`nqm.dynamics.mean_path`); the population loss is ``½Σh E[(θ_N + x_t)²]``.
+        (:func:`nqm.dynamics.mean_path`); the population loss is ``½Σh E[(θ_N + x_t)²]``. Shuffled epochs add
+        the covariance of the batches within an epoch (:func:`epoch_correction`).
         """
         opt = require_no_decay(require_linear(as_optimizer(opt), "FiniteDataset.expected_losses"), "FiniteDataset")
-        problem = self.training_problem(batch_size, sampling)
+        epochs = _check_sampling(sampling) == "epochs"
+        problem = self.training_problem(batch_size, "batches" if epochs else sampling)
         theta_n = self.optimum
         v0 = check_init_var(init_var, self.d)
         train = expected_loss(problem, opt, batch_size, steps, init_var=v0 + theta_n**2, at=at)
         t = np.asarray(train.steps)
         order = np.argsort(t, kind="stable")
-        lam, _ = step_coefficients(problem, opt, batch_size)
+        lam, sigma = step_coefficients(problem, opt, batch_size)
         start = -theta_n[:, None] * np.asarray(opt.initial)[None, :]
         mean = np.empty((t.size, self.d))
         mean[order] = mean_path(opt, lam, np.zeros_like(start), start, t[order])
-        population = 0.5 * self.h @ theta_n**2 + mean @ (self.h * theta_n) + train.mean
+        train_mean = train.mean
+        if epochs:
+            b = int(check_batch_size(batch_size, integer=True))
+            train_mean = train_mean + 0.5 * epoch_correction(opt, lam, sigma, b, self.n, t) @ self.h
+            train = exact_curve(t, train_mean)
+        population = 0.5 * self.h @ theta_n**2 + mean @ (self.h * theta_n) + train_mean
         return train, exact_curve(t, population)
 
     def simulate(
@@ -379,6 +390,40 @@ def batch_factor(n: int, batch_size, sampling: str = "batches") -> float:
     if b > n:
         raise ValueError(f"batch_size B = {b:g} exceeds the N = {n} examples (without replacement)")
     return (n - b) / (b * (n - 1))
+
+
+def epoch_correction(opt, lam, sigma, batch_size: int, n: int, t) -> np.ndarray:
+    r"""E[x_T²] with shuffled epochs minus E[x_T²] with independent batches of B distinct examples, (len(t), d).
+
+    An epoch takes K = ⌊N/B⌋ disjoint batches from one permutation of the N examples; a batch's mean noise has
+    covariance V = (N − B)/(B(N − 1))·Σ_N, two batches of one epoch −Σ_N/(N − 1) = −V·B/(N − B) (two distinct
+    examples drawn without replacement have covariance −Σ_N/(N − 1)), and epochs are independent. The noise of
+    step s reaches the reported component at step T as σ·r_{T−1−s} with the impulse response r_k = e_Lᵀ F^k g of
+    ``opt``'s transition (:mod:`nqm.optim`; SGD: r_k = −(1 − λ)^k), so the pairs within each epoch e add
+
+    .. math:: \mathbb E[x_T^2] - \mathbb E[x_T^2]_\text{indep} = -\frac{\sigma^2 B}{N - B}\sum_e
+              \Big[\Big(\sum_{s\in e} r_{T-1-s}\Big)^2 - \sum_{s\in e} r_{T-1-s}^2\Big]
+
+    (per coordinate of H's basis; ``lam``, ``sigma`` from :func:`nqm.noise.step_coefficients` at B). The mean is
+    that of independent batches: every batch's noise has mean 0."""
+    t = np.asarray(t, dtype=np.int64)
+    if n <= batch_size or t.size == 0:  # one batch per epoch: nothing within an epoch to correlate
+        return np.zeros((t.size, np.size(lam)))
+    per_epoch, horizon = n // batch_size, int(t.max())
+    f, g = opt.transition(lam)
+    state = np.broadcast_to(g, np.shape(lam) + g.shape[-1:]).astype(np.float64)
+    prefix, prefix_sq = np.zeros((horizon + 1, np.size(lam))), np.zeros((horizon + 1, np.size(lam)))
+    for k in range(horizon):  # prefix sums of r_k and r_k²
+        r = state[:, opt.loss_index]
+        prefix[k + 1], prefix_sq[k + 1] = prefix[k] + r, prefix_sq[k] + r * r
+        state = np.einsum("dij,dj->di", f, state)
+    out = np.zeros((t.size, np.size(lam)))
+    for row, steps in enumerate(t):
+        first = np.arange(0, steps, per_epoch)  # each epoch's first step s; it spans s … min(s + K, T) − 1
+        hi, lo = steps - first, steps - np.minimum(first + per_epoch, steps)  # r indices k ∈ [lo, hi)
+        within = (prefix[hi] - prefix[lo]) ** 2 - (prefix_sq[hi] - prefix_sq[lo])
+        out[row] = within.sum(axis=0)
+    return -(sigma**2) * batch_size / (n - batch_size) * out
 
 
 def _simulate_batches(

@@ -69,12 +69,12 @@ def test_exact_training_and_population_losses_equal_a_recursion_in_theta(samplin
     np.testing.assert_allclose(test.mean, ref_test, rtol=1e-12)
 
 
-@pytest.mark.parametrize("sampling", ["batches", "replacement"])
+@pytest.mark.parametrize("sampling", ["batches", "replacement", "epochs"])
 def test_simulated_losses_agree_with_the_exact_ones(sampling):
-    """Training and population losses, SGD at B = N/4; planted error: the other sampling's exact curve (the factor
-    (N − B)/(N − 1) = 0.76 left out or put in)."""
+    """Training and population losses, SGD at B = N/4; planted error: another sampling's exact curve (the factor
+    (N − B)/(N − 1) = 0.76 left out or put in; for epochs, independent batches: the epoch's covariance left out)."""
     data, at = _data(), [1, 5, 20, 100, 300]
-    other = "replacement" if sampling == "batches" else "batches"
+    other = {"batches": "replacement", "replacement": "batches", "epochs": "batches"}[sampling]
     exact = data.expected_losses(optim.sgd(0.7), 16, 300, sampling=sampling, at=at)
     planted = data.expected_losses(optim.sgd(0.7), 16, 300, sampling=other, at=at)
     run = data.simulate(optim.sgd(0.7), 16, 300, 6000, sampling=sampling, seed=2, at=at)
@@ -84,19 +84,16 @@ def test_simulated_losses_agree_with_the_exact_ones(sampling):
 
 def test_shuffled_epochs_reach_a_lower_training_loss_than_independent_batches():
     """Each epoch uses every example once, so its batches' noise sums to zero: the floor is far below the
-    independent-batch law (measured, not derived: the test only holds the direction, by many standard errors)."""
+    independent-batch law, exactly."""
     data = _data()
-    exact, _ = data.expected_losses(optim.sgd(0.7), 16, 400, sampling="batches", at=[400])
-    run, _ = data.simulate(optim.sgd(0.7), 16, 400, 2000, sampling="epochs", seed=5, at=[400])
-    assert run.mean[0] + 10 * run.sem[0] < exact.mean[0]
+    independent, _ = data.expected_losses(optim.sgd(0.7), 16, 400, sampling="batches", at=[400])
+    epochs, _ = data.expected_losses(optim.sgd(0.7), 16, 400, sampling="epochs", at=[400])
+    assert epochs.mean[0] < 0.5 * independent.mean[0]
 
 
-def test_the_exact_engines_say_they_do_not_compute_shuffled_epochs():
-    data = _data()
-    with pytest.raises(ValueError, match="exact dynamics nqm does not compute: use sampling='batches'"):
-        data.expected_losses(optim.sgd(0.7), 16, 10, sampling="epochs")
-    with pytest.raises(ValueError, match="exact dynamics nqm does not compute"):
-        data.training_problem(16, sampling="epochs")
+def test_a_training_problem_of_shuffled_epochs_is_refused_saying_why():
+    with pytest.raises(ValueError, match="no noisy quadratic with independent noise describes them"):
+        _data().training_problem(16, sampling="epochs")
 
 
 @settings(max_examples=20, deadline=None)
@@ -278,3 +275,48 @@ def test_sign_descent_on_a_rotated_dataset_acts_on_the_parameters():
     unrotated = nqm.FiniteDataset(data.h, data.examples)
     other = unrotated.simulate(optim.sign_sgd(lr), b, steps, reps, sampling="replacement", seed=seed, at=[steps])[0]
     assert not np.isclose(other.mean[-1], expected.mean(), rtol=1e-3)  # the basis matters for sign descent
+
+
+def _every_epoch_sequence_average(data, opt, b, steps, v0):
+    """E[x_T²] per coordinate by enumerating every permutation of every epoch (independent epochs), the run's
+    recursion written out on the mean and second moment of x₀ (x₀ = θ₀ − θ_N, θ₀ ~ N(0, v0)), for SGD and heavy ball
+    (positions x_{t+1} = (1 + β − λ)x_t − βx_{t−1} − εp·u_t)."""
+    n, k = data.n, data.n // b
+    epochs = -(-steps // k)
+    lr, beta = opt.lr, getattr(opt, "momentum", 0.0)
+    perms = list(itertools.permutations(range(n)))
+
+    # x_T is linear in (x₀, u_0 … u_{T−1}) with a deterministic coefficient c of x₀, so E[x_T²] = c²E[x₀²] +
+    # 2cE[x₀]E[noise part] + E[noise part²], E[noise part] = 0 over an epoch's permutations: enumerate the last
+    def run(u):
+        x_prev, x, c_prev, c = np.zeros(data.d), np.zeros(data.d), np.ones(data.d), np.ones(data.d)
+        for t in range(steps):
+            x, x_prev = (1 + beta - lr * data.h) * x - beta * x_prev - lr * u[t], x
+            c, c_prev = (1 + beta - lr * data.h) * c - beta * c_prev, c
+        return x, c
+
+    second = np.zeros(data.d)
+    for choice in itertools.product(perms, repeat=epochs):
+        u = []
+        for perm in choice:
+            for j in range(k):
+                u.append(data.examples[list(perm[j * b : (j + 1) * b])].mean(axis=0) - data.mean_noise)
+        x, c = run(u)
+        second += x**2
+    second /= len(perms) ** epochs
+    mean_x0, second_x0 = -data.optimum, v0 + data.optimum**2
+    return c**2 * second_x0 + second, c * mean_x0
+
+
+@pytest.mark.parametrize("opt", [optim.sgd(0.7), optim.heavy_ball(0.3, 0.6)])
+@pytest.mark.parametrize("n, b, steps", [(4, 2, 4), (5, 2, 4), (4, 1, 5)])
+def test_shuffled_epochs_exact_losses_equal_an_average_over_every_permutation(opt, n, b, steps):
+    p = nqm.NoisyQuadratic([1.0, 0.3], [1.0, 2.0])
+    data = nqm.FiniteDataset.draw(p, n, seed=3)
+    second, mean = _every_epoch_sequence_average(data, opt, b, steps, 0.5)
+    train, test = data.expected_losses(opt, b, steps, sampling="epochs", init_var=0.5, at=[steps])
+    np.testing.assert_allclose(train.mean[0], 0.5 * data.h @ second, rtol=1e-12)
+    population = 0.5 * data.h @ (data.optimum**2 + 2 * data.optimum * mean + second)
+    np.testing.assert_allclose(test.mean[0], population, rtol=1e-12)
+    independent, _ = data.expected_losses(opt, b, steps, sampling="batches", init_var=0.5, at=[steps])
+    assert abs(independent.mean[0] - train.mean[0]) > 1e-6 * train.mean[0]  # the epochs' covariance matters here

@@ -215,13 +215,14 @@ def _epochs_table(data, replicas: int, seed: int) -> Table:
         per_epoch = data.n // b
         at = [e * per_epoch for e in EPOCHS]
         epochs = data.simulate(optim.sgd(lr), b, at[-1], replicas, sampling="epochs", seed=[seed, 22, 3, b], at=at)
+        exact = data.expected_losses(optim.sgd(lr), b, at[-1], sampling="epochs", at=at)
         batches = data.expected_losses(optim.sgd(lr), b, at[-1], sampling="batches", at=at)
         with_replacement = data.expected_losses(optim.sgd(lr), b, at[-1], sampling="replacement", at=at)
         for j, e in enumerate(EPOCHS):
             rows.append(
-                [b, e, f"{epochs[0].mean[j]:.4g} ± {epochs[0].sem[j]:.2g}", batches[0].mean[j],
-                 with_replacement[0].mean[j], epochs[0].mean[j] / batches[0].mean[j],
-                 f"{epochs[1].mean[j]:.4g} ± {epochs[1].sem[j]:.2g}", batches[1].mean[j]]
+                [b, e, f"{epochs[0].mean[j]:.4g} ± {epochs[0].sem[j]:.2g}", exact[0].mean[j], batches[0].mean[j],
+                 with_replacement[0].mean[j], exact[0].mean[j] / batches[0].mean[j],
+                 f"{epochs[1].mean[j]:.4g} ± {epochs[1].sem[j]:.2g}", exact[1].mean[j], batches[1].mean[j]]
             )  # fmt: skip
     return Table(
         title=f"Shuffled epochs against independent batches ({data.name}, SGD ε = {LR:g}/h_max)",
@@ -229,17 +230,20 @@ def _epochs_table(data, replicas: int, seed: int) -> Table:
             "B",
             "epochs",
             "training loss: epochs (MC)",
+            "epochs (exact)",
             "independent batches (exact)",
             "with replacement (exact)",
-            "epochs / batches",
+            "epochs / batches (exact)",
             "population loss: epochs (MC)",
+            "epochs (exact)",
             "independent batches (exact)",
         ],  # fmt: skip
         rows=rows,
         note="Losses are excesses over their minima (training: over L_N(θ_N); population: over L(0)). Within an epoch "
         "every example is used once, so the epoch's batches' noise sums to zero about the training gradient: the "
         "training loss falls far below the independent-batch floor (random reshuffling), while the population "
-        "loss stays near ½θ_NᵀHθ_N, the price of fitting N examples.",
+        "loss stays near ½θ_NᵀHθ_N, the price of fitting N examples. The exact epochs add the covariance "
+        "−Σ_N/(N − 1) of two batches of one epoch to the independent batches' law (finite_data.epoch_correction).",
     )
 
 
