@@ -155,8 +155,9 @@ def test_validate_on_a_problem_file(tmp_path, example_toml):
     assert {c["family"] for c in checks} == {"power law 1.0"}  # nothing ran on the suite's own families
     assert {c["name"].split()[0] for c in checks} == set(scope["ran"])
     assert all(c["passed"] for c in checks)
+    assert scope["controls_without_power"] == []  # every planted error is visible on a smooth spectrum
     report = (out / "report.md").read_text()
-    assert "Problem: power law 1.0" in report and "Not run on this problem" in report
+    assert "Problem: power law 1.0" in report and "Left out on this problem" in report
     assert all(f"* {c['id']} (" in report for c in scope["not_run"])
     assert 'id="problem"' in (out / "report.html").read_text()
     assert all((out / c["figure"]).exists() for c in checks if c["figure"])  # each check's figure was drawn
@@ -228,3 +229,38 @@ def test_a_directory_of_other_files_is_refused(tmp_path, capsys):
 
     with pytest.raises(ValueError, match="not an nqm report"):  # called from Python too
         run(out, quick=True, only=["V5"])
+
+
+DEGENERATE = {
+    "noiseless": ('kind = "power_law"\nd = 50\nexponent = 1.0', 'kind = "power"\nscale = 0', ""),
+    "isotropic": ('kind = "uniform"\nd = 50\nlow = 1.0\nhigh = 1.0', 'kind = "power"', ""),
+    "d = 1": ('kind = "uniform"\nd = 1\nlow = 1.0\nhigh = 1.0', 'kind = "power"', ""),
+    "huge": ('kind = "power_law"\nd = 50\nexponent = 1.0', 'kind = "power"', "[init]\nvar = 1e300\n"),
+}
+
+
+@pytest.mark.parametrize("name", list(DEGENERATE))
+def test_validate_on_degenerate_problems_says_what_it_cannot_check_and_passes_the_rest(tmp_path, name):
+    """Issue 42: a noiseless problem crashed V2, V3, V7 and V11; var 1e300 the same; d = 1 and an isotropic H failed
+    V4's (1 − εh)² control, invisible where every εh = 1. A claim that cannot speak on the problem is left out
+    with its reason, and a control whose planted error the check cannot see is set aside by name."""
+    spectrum, noise, init = DEGENERATE[name]
+    problem = tmp_path / "p.toml"
+    problem.write_text(f"[spectrum]\n{spectrum}\n[noise]\n{noise}\n{init}")
+    out = tmp_path / "report"
+    assert cli_main(["validate", "--quick", "--problem", str(problem), "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    scope = results["meta"]["problem"]
+    reasons = {c["id"]: c["reason"] for c in scope["not_run"]}
+    noise_claims = {"V1", "V2", "V3", "V6", "V7", "V11"}
+    if name == "noiseless":
+        assert scope["ran"] == ["V4"] and all("has none (tr Σ = 0)" in reasons[c] for c in noise_claims)
+        assert all(
+            n.startswith(("V4 control: 1/B missing", "V4 control: noise 2×")) for n in scope["controls_without_power"]
+        )
+    elif name == "huge":
+        assert scope["ran"] == [] and all("overflow" in reasons[c] for c in noise_claims | {"V4"})
+    else:
+        assert set(scope["ran"]) == noise_claims | {"V4"}
+        assert {"V4 control: (1−εh) for (1−εh)² — SGD"} <= set(scope["controls_without_power"])
+    assert results["summary"]["ok"] and all(c["passed"] for c in results["checks"])

@@ -8,7 +8,8 @@ A claim module declares
   figures go to ``ctx.out_dir``;
 * and, for ``nqm validate --problem FILE``, either ``run_on_problem(ctx) -> Outcome`` (the claim held on the user's
   problem, ``ctx.problem``; ``ctx.families`` is then that problem alone) or ``NOT_ON_A_PROBLEM``, the reason it
-  does not apply to one, which the report prints.
+  does not apply to one, which the report prints; optionally ``cannot_speak(problem) -> str | None``, why it
+  cannot speak on a particular problem (a noiseless one, say), for the report too.
 
 Adding a claim is adding one file; :func:`discover` finds it and the runner runs it in the order of the numbers.
 What several claims share — the problem families and their points, the one-step grids of V1 and V2 — is built
@@ -21,7 +22,7 @@ import importlib
 import pkgutil
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -81,6 +82,7 @@ class Claim:
     module: str
     run_on_problem: Callable[[Context], Outcome] | None = None
     not_on_a_problem: str | None = None
+    cannot_speak: Callable[[UserProblem], str | None] = lambda problem: None
 
 
 def discover(package: str = "validation") -> list[Claim]:
@@ -100,6 +102,8 @@ def discover(package: str = "validation") -> list[Claim]:
         if (on_problem is None) == (why_not is None):
             raise ValueError(f"claim module {module.__name__} must define one of run_on_problem, NOT_ON_A_PROBLEM")
         claim = Claim(module.ID, module.TITLE, module.run, module.__name__, on_problem, why_not)
+        if hasattr(module, "cannot_speak"):
+            claim = replace(claim, cannot_speak=module.cannot_speak)
         found.append((int(match.group(1)), claim))
     numbers = [n for n, _ in found]
     if len(set(numbers)) != len(numbers):

@@ -217,6 +217,27 @@ class UserProblem:
         return cls(p, parsed.init_var, target, str(path))
 
 
+LARGEST_LOSS = 1e100
+"""The largest E[L(θ₀)] the Monte Carlo claims take on a user's problem: their per-replica squares and sums
+overflow double precision not far beyond 1e150."""
+
+
+def too_large(user: UserProblem) -> str | None:
+    """Why no Monte Carlo claim can speak on ``user``'s problem (its losses too large to square), or None."""
+    loss0 = 0.5 * float(np.sum(user.problem.h * user.init_var))
+    if not loss0 <= LARGEST_LOSS:
+        return f"E[L(θ₀)] = {loss0:.3g} is beyond {LARGEST_LOSS:g}, where squared losses overflow double precision"
+    return None
+
+
+def noiseless_or_too_large(user: UserProblem) -> str | None:
+    """Why a claim about the gradient noise cannot speak on ``user``'s problem: no noise (tr Σ = 0), or
+    :func:`too_large`; None when it can."""
+    if user.problem.trace_sigma == 0:
+        return "the claim is about the gradient noise, and this problem has none (tr Σ = 0)"
+    return too_large(user)
+
+
 def problem_family(user: UserProblem, seed: int) -> Family:
     """The user's problem as the one family of V1–V4, V6 and V7: points early, mid and late along an SGD run at
     ε = 1/h_max, B = 8 (the suite's run on zhang2019, whose h_max is 1, with the step scaled to the problem)."""

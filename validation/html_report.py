@@ -86,7 +86,7 @@ def _scope(meta: dict) -> list[str]:
     head, not_run = scope
     items = "".join(f"<li>{html.escape(line)}</li>" for line in not_run)
     return [f'<p id="problem">{html.escape(head)}</p>'] + (
-        [f"<p>Not run on this problem:</p><ul>{items}</ul>"] if items else []
+        [f"<p>Left out on this problem:</p><ul>{items}</ul>"] if items else []
     )
 
 

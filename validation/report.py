@@ -121,7 +121,7 @@ def _scope_lines(meta: dict) -> list[str]:
     if (scope := problem_scope(meta)) is None:
         return []
     head, not_run = scope
-    return [head, "", *(["Not run on this problem:", "", *(f"* {line}" for line in not_run), ""] if not_run else [])]
+    return [head, "", *(["Left out on this problem:", "", *(f"* {line}" for line in not_run), ""] if not_run else [])]
 
 
 def _json_default(x):

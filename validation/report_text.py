@@ -34,7 +34,12 @@ def problem_scope(meta: dict) -> tuple[str, list[str]] | None:
         f"Problem: {scope['name']} (from {scope['source']}, d = {scope['d']}; whole runs aim at E[L] ≤ "
         f"{scope['target']:.4g}). Claims run on it: {', '.join(scope['ran']) or 'none'}."
     )
-    return head, [f"{c['id']} ({c['title']}): {c['reason']}" for c in scope["not_run"]]
+    lines = [f"{c['id']} ({c['title']}): {c['reason']}" for c in scope["not_run"]]
+    lines += [
+        f"{name}: without power on this problem (its planted error moves no cell by more than 2·(z·SE + tolerance))"
+        for name in scope.get("controls_without_power", [])
+    ]
+    return head, lines
 
 
 def verdict(record: dict) -> str:

@@ -11,7 +11,7 @@ from .claims import Context, discover
 from .families import Budget, UserProblem
 from .output import atomic_directory
 from .report import write
-from .stats import ALPHA_SUITE, decide
+from .stats import ALPHA_SUITE, decide, without_power
 
 
 def _selection(only, ids: list[str]) -> set[str]:
@@ -60,11 +60,16 @@ def _run(claims, want, ids, work: Path, quick, seed, log, only, problem) -> tupl
         if problem is not None and claim.run_on_problem is None:
             not_run.append({"id": claim.id, "title": claim.title, "reason": claim.not_on_a_problem})
             continue
+        if problem is not None and (why := claim.cannot_speak(problem)):
+            not_run.append({"id": claim.id, "title": claim.title, "reason": why})
+            continue
         outcome = (claim.run if problem is None else claim.run_on_problem)(ctx)
         checks += outcome.checks
         tables += outcome.tables
         log(f"[{time.perf_counter() - start:6.1f} s] {claim.id} ({claim.title}) done")
     z_crit = decide(checks, ALPHA_SUITE)
+    powerless = [c.name for c in checks if problem is not None and without_power(c, z_crit)]
+    checks = [c for c in checks if c.name not in powerless]
     meta = {
         "seed": seed,
         "quick": quick,
@@ -81,8 +86,9 @@ def _run(claims, want, ids, work: Path, quick, seed, log, only, problem) -> tupl
             "source": problem.source,
             "d": problem.problem.d,
             "target": problem.target,
-            "ran": [c.id for c in claims if c.id in want and c.run_on_problem is not None],
+            "ran": [c.id for c in claims if c.id in want and c.id not in {n["id"] for n in not_run}],
             "not_run": not_run,
+            "controls_without_power": powerless,
         }
     summary = write(checks, work, meta, tables)
     for c in checks:

@@ -37,6 +37,7 @@ class Check:
     atol: float = 0.0  # absolute float tolerance, for exact checks whose prediction is 0
     figure: str | None = None
     notes: dict = field(default_factory=dict)
+    reference: np.ndarray | None = None  # a control's: the check's own (right) prediction
     # filled in by `decide`
     z_crit: float = float("nan")
     z: np.ndarray | None = None
@@ -65,6 +66,7 @@ class Check:
             one_sided=self.one_sided,
             atol=self.atol,
             figure=self.figure,
+            reference=self.predicted,
         )
 
 
@@ -89,6 +91,18 @@ def decide(checks: list[Check], alpha: float = ALPHA_SUITE) -> float:
         all_ok = bool(np.all(ok))
         c.passed = all_ok if c.kind == "check" else not all_ok
     return z_crit
+
+
+def without_power(c: Check, z_crit: float) -> bool:
+    """Whether a negative control's planted error moves no cell's prediction by more than 2·(z·SE + tolerance): a
+    check that passes leaves the measurement within z·SE of the truth, so only a larger move is sure to be
+    rejected. On a user's problem (``nqm validate --problem``) such a control is set aside and named (a planted
+    (1 − εh) for (1 − εh)² is invisible where every εh is 1, a planted noise 2× where there is no noise); the suite's
+    own families are chosen so that every control has power."""
+    if c.kind != "negative_control" or c.reference is None:
+        return False
+    slack = FLOAT_RTOL * np.abs(c.reference) + c.atol
+    return bool(np.all(np.abs(c.predicted - c.reference) <= 2.0 * ((0.0 if c.exact else z_crit) * c.se + slack)))
 
 
 def worst_cell(c: Check) -> int:

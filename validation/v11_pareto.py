@@ -17,7 +17,7 @@ import nqm
 from nqm import dynamics, info, optim, plots, spectra
 
 from .claims import Context, Outcome
-from .families import UserProblem
+from .families import UserProblem, noiseless_or_too_large
 from .one_step import stream
 from .predicted_steps import predicted_steps_checks
 from .report import Table
@@ -337,3 +337,6 @@ def run_on_problem(ctx: Context) -> Outcome:
     """V11 on the user's problem and target (``nqm validate --problem FILE [--target L]``)."""
     checks, tables = on_problem(ctx.problem, ctx.budget.trajectory_replicas, ctx.seed, ctx.out_dir)
     return Outcome(checks, tables)
+
+
+cannot_speak = noiseless_or_too_large  # on a user's problem: see validation.families

@@ -13,6 +13,7 @@ import numpy as np
 from nqm import plots, theory
 
 from .claims import Context, Outcome
+from .families import noiseless_or_too_large
 from .one_step import EPS_FACTORS, OneStepGrid, improvement_law
 from .stats import Check
 
@@ -92,3 +93,5 @@ def run(ctx: Context) -> Outcome:
 
 
 run_on_problem = run  # the families are then the user's problem alone
+
+cannot_speak = noiseless_or_too_large  # on a user's problem: see validation.families

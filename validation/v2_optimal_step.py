@@ -12,6 +12,7 @@ import numpy as np
 from nqm import theory
 
 from .claims import Context, Outcome
+from .families import noiseless_or_too_large
 from .one_step import OneStepGrid, saturation_figure
 from .stats import Check, fit_saturation, parabola_vertex
 
@@ -96,3 +97,5 @@ def run(ctx: Context) -> Outcome:
 
 
 run_on_problem = run  # the families are then the user's problem alone
+
+cannot_speak = noiseless_or_too_large  # on a user's problem: see validation.families

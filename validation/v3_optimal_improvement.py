@@ -12,7 +12,7 @@ import numpy as np
 from nqm import theory
 
 from .claims import Context, Outcome
-from .families import Family, batch_grid
+from .families import Family, batch_grid, noiseless_or_too_large
 from .one_step import improvement_law, saturation_figure, stream
 from .stats import Check, fit_saturation
 
@@ -113,3 +113,5 @@ def run(ctx: Context) -> Outcome:
 
 
 run_on_problem = run  # the families are then the user's problem alone
+
+cannot_speak = noiseless_or_too_large  # on a user's problem: see validation.families

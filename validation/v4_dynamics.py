@@ -16,7 +16,7 @@ import nqm
 from nqm import dynamics, optim, plots
 
 from .claims import Context, Outcome
-from .families import Budget, Family
+from .families import Budget, Family, too_large
 from .one_step import stream
 from .stats import Check
 
@@ -164,3 +164,6 @@ def run_on_problem(ctx: Context) -> Outcome:
     """V4 on the user's problem (``nqm validate --problem FILE``) from its initial variance."""
     cases = problem_runs(ctx.families["problem"])
     return Outcome(checks(cases, ctx.budget, ctx.seed, ctx.out_dir, init_var=ctx.problem.init_var))
+
+
+cannot_speak = too_large  # on a user's problem: see validation.families

@@ -15,7 +15,7 @@ import numpy as np
 from nqm import estimators, noise, plots, theory
 
 from .claims import Context, Outcome
-from .families import Family
+from .families import Family, noiseless_or_too_large
 from .one_step import stream
 from .stats import Check
 
@@ -154,3 +154,6 @@ def run_on_problem(ctx: Context) -> Outcome:
     """V6's estimators on the user's problem; the data-parallel part needs per-example gradients (Student-t
     examples), which a problem file does not describe, so it stays with the suite's families."""
     return Outcome(checks(ctx.families["problem"], None, ctx.budget.estimator_replicas, ctx.seed, ctx.out_dir))
+
+
+cannot_speak = noiseless_or_too_large  # on a user's problem: see validation.families

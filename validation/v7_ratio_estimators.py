@@ -13,7 +13,7 @@ import numpy as np
 from nqm import estimators, noise, plots, theory
 
 from .claims import Context, Outcome
-from .families import Family
+from .families import Family, noiseless_or_too_large
 from .one_step import stream
 from .report import Table
 from .stats import Check
@@ -137,3 +137,6 @@ def run_on_problem(ctx: Context) -> Outcome:
     """V7 at the mid point of the user's problem (``nqm validate --problem FILE``)."""
     checks, tables = compute(ctx.families["problem"], ctx.budget.estimator_replicas, ctx.seed, ctx.out_dir)
     return Outcome(checks, tables)
+
+
+cannot_speak = noiseless_or_too_large  # on a user's problem: see validation.families
