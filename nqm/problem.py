@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import problem_file
-from .checks import as_vector, check_count, check_positive_vector, check_real
+from .checks import as_real, as_vector, check_count, check_positive_vector, check_real
 
 __all__ = ["NoisyQuadratic", "check_precond"]
 
@@ -55,7 +55,7 @@ class NoisyQuadratic:
         if (c is None) == (sigma is None):
             raise ValueError("give exactly one of c (diagonal noise variances) or sigma (dense Σ)")
         if sigma is not None:
-            sigma = np.array(sigma, dtype=np.float64)
+            sigma = as_real("sigma", sigma)
             if sigma.shape != (d, d):
                 raise ValueError(f"sigma must have shape ({d}, {d}), got {sigma.shape}")
             if not np.all(np.isfinite(sigma)):
@@ -75,7 +75,7 @@ class NoisyQuadratic:
             self.sigma = None
             self._sigma_factor = None
         if basis is not None:
-            basis = np.array(basis, dtype=np.float64)
+            basis = as_real("basis", basis)
             if basis.shape != (d, d):
                 raise ValueError(f"basis must have shape ({d}, {d}), got {basis.shape}")
             if not np.allclose(basis @ basis.T, np.eye(d), rtol=0, atol=_ORTHOGONALITY_ATOL):
@@ -165,7 +165,7 @@ class NoisyQuadratic:
             True
         """
         h = as_vector("h (Hessian eigenvalues)", h)
-        q = np.array(basis, dtype=np.float64)
+        q = as_real("basis", basis)
         if q.shape != (h.size, h.size):
             raise ValueError(f"basis must have shape ({h.size}, {h.size}), got {q.shape}")
         if isinstance(sigma_x, str):
@@ -174,12 +174,15 @@ class NoisyQuadratic:
             sx = np.diag(np.einsum("ij,j,ij->i", q, h, q))
             label = "Σ_x = diag(H_x)"
         else:
-            sx = np.asarray(sigma_x, dtype=np.float64)
+            sx = as_real("sigma_x", sigma_x)
             if sx.ndim == 1:
                 sx = np.diag(as_vector("sigma_x (parameter-coordinate noise variances)", sx, h.size))
             label = "Σ given in x"
         if sx.shape != (h.size, h.size):
             raise ValueError(f"sigma_x must have shape ({h.size},) or ({h.size}, {h.size}), got {sx.shape}")
+        scale = max(np.abs(sx).max(), np.finfo(float).tiny)
+        if not np.allclose(sx, sx.T, rtol=0, atol=_SYMMETRY_RTOL * scale):  # as the constructor refuses Σ
+            raise ValueError("sigma_x must be symmetric")
         sigma = q.T @ sx @ q
         return cls(h, sigma=0.5 * (sigma + sigma.T), basis=q, name=name or f"rotated, {label} (d={h.size})")
 

@@ -24,6 +24,11 @@ def test_zhang2019_preset():
         (dict(h=[1.0, 2.0], c=[1, 1], sigma=np.eye(2)), "exactly one"),
         (dict(h=[1.0, 2.0], sigma=[[1, 0.5], [0, 1]]), "symmetric"),
         (dict(h=[1.0, 2.0], sigma=[[1, 2], [2, 1]]), "positive semi-definite"),
+        (dict(h=[1.0, 2.0], sigma=[[1 + 1j, 0], [0, 1]]), "sigma must be a real number"),
+        (dict(h=[1.0, 2.0], sigma=[[True, False], [False, True]]), "sigma must be a real number"),
+        (dict(h=[1.0, 2.0], sigma="eye"), "sigma must be a real number"),
+        (dict(h=[1.0, 2.0], c=[1.0, 1.0], basis=[[1 + 0j, 0], [0, 1]]), "basis must be a real number"),
+        (dict(h=[1.0, 2.0], c=[1.0, 1.0], basis=[[True, False], [False, True]]), "basis must be a real number"),
         (dict(h=[1.0, 2.0], sigma=np.eye(3)), "shape"),
         (dict(h=[1.0, 2.0], c=[1, 1], basis=[[1, 1], [0, 1]]), "orthogonal"),
         (dict(h=[[1.0]], c=[1]), "1-D"),
@@ -31,7 +36,7 @@ def test_zhang2019_preset():
     ],
 )
 def test_bad_problems_raise_clear_errors(kwargs, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises((ValueError, TypeError), match=message):
         nqm.NoisyQuadratic(**kwargs)
 
 
@@ -109,3 +114,12 @@ def test_a_dense_sigma_is_checked_at_the_stated_tolerance_without_an_eigendecomp
     f = p.sigma_factor  # formed on first use
     np.testing.assert_allclose(f @ f.T, p.sigma, atol=1e-9)
     assert p.sigma_factor is f
+
+
+def test_parameter_noise_refuses_what_the_constructor_refuses():
+    with pytest.raises(ValueError, match="sigma_x must be symmetric"):
+        nqm.NoisyQuadratic.with_parameter_noise([1.0, 2.0], np.eye(2), [[1.0, 0.5], [0.1, 1.0]])
+    with pytest.raises(TypeError, match="sigma_x must be a real number"):
+        nqm.NoisyQuadratic.with_parameter_noise([1.0, 2.0], np.eye(2), [1 + 1j, 1.0])
+    with pytest.raises(TypeError, match="basis must be a real number"):
+        nqm.NoisyQuadratic.with_parameter_noise([1.0, 2.0], np.eye(2, dtype=bool), "hessian_diagonal")
