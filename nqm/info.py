@@ -69,9 +69,9 @@ def summary(p: NoisyQuadratic, *, init_var=1.0, target: float | None = None) -> 
     # the run nearest B_crit in log B (B_crit = 0 on a noiseless problem: the smallest batch)
     distance = np.abs(np.log(runs.batch_sizes) - np.log(max(b_crit, runs.batch_sizes[0])))
     i = int(np.argmin(np.where(reached, distance, np.inf)))
-    n = int(runs.steps[i])
-    at = np.unique(np.round(np.linspace(0, n, 5)))
-    scales = dynamics.noise_scales_along(p, runs.optimizer(i), runs.batch_sizes[i], n, at=at, init_var=v)
+    # steps may pass 2⁶³ at a tiny target: the closed form is read at float steps (noise_scales_at), not a count
+    at = np.unique(np.round(np.linspace(0.0, float(runs.steps[i]), 5)))
+    scales = dynamics.noise_scales_at(p, runs.optimizer(i), runs.batch_sizes[i], at, init_var=v)
     out.update(
         {
             "target": target,

@@ -271,3 +271,16 @@ def test_a_device_is_refused_not_read_without_end(tmp_path):
     text = '[spectrum]\nkind = "file"\npath = "/dev/zero"\n[noise]\nkind = "power"\n'
     with pytest.raises(ValueError, match="'/dev/zero' is not a regular file"):
         nqm.NoisyQuadratic.from_file(_write(tmp_path, text))
+
+
+def test_info_at_a_target_whose_runs_pass_2_to_the_63_steps(tmp_path, capsys):
+    """Issue 42: a target of 1e-20 took steps past int64 (1.9e20 at B = 2²⁰) and crashed ``nqm info``."""
+    path = _write(tmp_path, TOML20)
+    assert main(["info", "--problem", str(path), "--target", "1e-20", "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert max(facts["steps"]) > 2.0**63
+    along = facts["along_run"]
+    assert all(np.isfinite(along["B_noise"])) and along["steps"][-1] == max(along["steps"]) > 0
+
+
+TOML20 = '[spectrum]\nkind = "power_law"\nd = 20\nexponent = 1.0\n[noise]\nkind = "power"\n'
