@@ -172,6 +172,77 @@ MUTATIONS = [
         "    return b_peak\n",
         ("tests/test_validation_seeds.py",),
     ),
+    # the hardening pass (issue 42): each fix, undone or bent by one line
+    Mutation(
+        "update-drops-the-decay",
+        "nqm/optim.py",
+        '        coupled, decoupled = getattr(self, "coupled_decay", 0.0), getattr(self, "decoupled_rate", 0.0)\n',
+        "        coupled, decoupled = 0.0, 0.0\n",
+        ("tests/test_optimizer_update.py",),
+    ),
+    Mutation(
+        "update-decays-the-new-theta",
+        "nqm/optim.py",
+        "            new = (new[0] - decoupled * theta, *new[1:])",
+        "            new = (new[0] - decoupled * new[0], *new[1:])",
+        ("tests/test_optimizer_update.py",),
+    ),
+    Mutation(
+        "sweep-load-cuts-the-file",
+        "nqm/sweep/records.py",
+        '            if repair:\n                with open(path, "r+b") as f:',
+        '            if True:\n                with open(path, "r+b") as f:',
+        ("tests/test_sweep.py",),
+    ),
+    Mutation(
+        "finite-data-forgets-the-basis-in-the-gradient",
+        "nqm/finite_data.py",
+        "            return to_run(pre * (self.h * to_theta(x) + _batch_mean(self.examples, idx, self.mean_noise)))",
+        "            return pre * (self.h * to_theta(x) + _batch_mean(self.examples, idx, self.mean_noise))",
+        ("tests/test_finite_data.py",),
+    ),
+    Mutation(
+        "epoch-covariance-over-n-1",
+        "nqm/finite_data.py",
+        "    return -(sigma**2) * batch_size / (n - batch_size) * out",
+        "    return -(sigma**2) * batch_size / (n - 1) * out",
+        ("tests/test_finite_data.py",),
+    ),
+    Mutation(
+        "epoch-boundary-off-by-one",
+        "nqm/finite_data.py",
+        "        first = np.arange(0, steps, per_epoch)",
+        "        first = np.arange(0, steps, per_epoch + 1)",
+        ("tests/test_finite_data.py",),
+    ),
+    Mutation(
+        "long-run-sum-without-its-end-terms",
+        "nqm/dynamics/critical.py",
+        "np.diff(t)[:, None], axis=0) + 0.5 * (f[0] + f[-1])",
+        "np.diff(t)[:, None], axis=0)",
+        ("tests/test_critical.py",),
+    ),
+    Mutation(
+        "controls-set-aside-too-easily",
+        "validation/stats.py",
+        "<= 2.0 * ((0.0 if c.exact else z_crit) * c.se + slack)",
+        "<= 1e9 * ((0.0 if c.exact else z_crit) * c.se + slack)",
+        ("tests/test_validation.py::test_validate_on_a_problem_file",),
+    ),
+    Mutation(
+        "plot-overwrites-any-file",
+        "nqm/cli.py",
+        "    if out.exists() and out.stem != args.name and not args.force:",
+        "    if False:",
+        ("tests/test_plots.py",),
+    ),
+    Mutation(
+        "problem-file-seed-may-be-negative",
+        "nqm/problem_file.py",
+        '        return self.integer(table, "seed", place, 0, low=0)',
+        '        return self.integer(table, "seed", place, 0, low=-(2**31))',
+        ("tests/test_problem_file.py",),
+    ),
 ]
 
 

@@ -386,6 +386,89 @@ def _():
     return _cli("validate", "--quick", "--only", "V4", "--problem", _write("i.toml", iso), "--out", "vi")
 
 
+# -- fuzz: each public theory/dynamics function, one argument at a time replaced by a bad value -------------
+BAD = {"nan": float("nan"), "-1": -1.0, "0": 0.0, "inf": float("inf"), "str": "0.5", "complex": 1 + 1j, "empty": []}
+FUZZ_MODULES = ("theory", "dynamics")
+
+
+def _baseline():
+    """Valid arguments by name for the functions the fuzz calls (a d = 20 problem, a θ away from the optimum)."""
+    import nqm
+    from nqm import optim
+
+    return {
+        "p": nqm.NoisyQuadratic.zhang2019(20),
+        "theta": 0.3 * np.random.default_rng(0).standard_normal(20),
+        "batch_size": 16,
+        "lr": 0.5,
+        "steps": 30,
+        "step": 10,
+        "target": 0.05,
+        "batch_sizes": [8, 64],
+        "opt": optim.sgd(0.5),
+        "precond_x": np.ones(20),
+        "t": [0, 5, 10],
+        "exponent": 1.0,
+        "noise_exponent": 1.0,
+        "s_min": 10.0,
+        "e_min": 1000.0,
+        "reference_batch": 1.0,
+        "tolerance": 0.2,
+    }
+
+
+def fuzz_probes():
+    """(name, call, expect-word) for every public theory/dynamics function whose required arguments the baseline
+    names, each argument but the problem in turn given each bad value; a clear error names the argument."""
+    import importlib
+    import inspect
+
+    base = _baseline()
+    probes = []
+    for module_name in FUZZ_MODULES:
+        module = importlib.import_module(f"nqm.{module_name}")
+        for fname in module.__all__:
+            fn = getattr(module, fname)
+            if not inspect.isfunction(fn):
+                continue
+            params = inspect.signature(fn).parameters
+            required = [
+                k for k, v in params.items() if v.default is inspect.Parameter.empty and v.kind != v.VAR_KEYWORD
+            ]
+            if not required or any(k not in base for k in required):
+                continue
+            for arg in required:
+                if arg == "p":
+                    continue  # a problem is built and checked by NoisyQuadratic (probed above)
+                for label, bad in BAD.items():
+                    kwargs = {k: base[k] for k in required}
+                    kwargs[arg] = bad
+                    call = lambda fn=fn, kw=kwargs: _Result(fn(**kw))  # noqa: E731 - one line per probe
+                    probes.append((f"{module_name}.{fname}({arg}={label})", call, arg))
+    return probes
+
+
+class _Result:
+    """An API function's return value (an int there is a result, not a CLI's exit status)."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _has_nan(value) -> bool:
+    """Whether a result holds a NaN anywhere: an array, a number, a tuple of them, or an object's fields."""
+    if isinstance(value, (tuple, list)):
+        return any(_has_nan(v) for v in value)
+    if value is None:  # an absent field (a curve's n, a run's momentum), not a number
+        return False
+    if hasattr(value, "__dict__") and not isinstance(value, np.ndarray):
+        return any(_has_nan(v) for v in vars(value).values())
+    try:
+        return bool(np.any(np.isnan(np.asarray(value, dtype=float))))
+    except (TypeError, ValueError):
+        return False
+
+
 def _child(fn, expect, conn):
     import contextlib
     import io
@@ -401,8 +484,9 @@ def _child(fn, expect, conn):
             except Exception as e:
                 ok, value = False, f"{value!r} ({type(e).__name__} in the check)"
             value = ("checked", ok, str(value)[:160])
-        elif not isinstance(value, (int, str)):
-            value = f"accepted: {str(value)[:120]}"
+        elif isinstance(value, _Result) or not isinstance(value, (int, str)):
+            value = value.value if isinstance(value, _Result) else value
+            value = f"{'NaN in' if _has_nan(value) else 'accepted:'} {str(value)[:120]}"
         conn.send(("value", value, err.getvalue()))
     except (ValueError, TypeError) as e:
         conn.send(("error", f"{type(e).__name__}: {e}", err.getvalue()))
@@ -410,7 +494,13 @@ def _child(fn, expect, conn):
         conn.send(("traceback", traceback.format_exc(limit=3), err.getvalue()))
 
 
-def classify(fn, expect, timeout: float) -> tuple[str, str]:
+def _names(message: str, word: str) -> bool:
+    """Whether an error message names ``word`` (an argument: batch_sizes is named by "batch size" too)."""
+    message, word = message.lower(), word.lower()
+    return any(w in message for w in {word, word.replace("_", " "), word.replace("_", " ").rstrip("s")})
+
+
+def classify(name, fn, expect, timeout: float) -> tuple[str, str]:
     with tempfile.TemporaryDirectory() as scratch:
         here = os.getcwd()
         os.chdir(scratch)
@@ -429,22 +519,22 @@ def classify(fn, expect, timeout: float) -> tuple[str, str]:
     if kind == "traceback" or "Traceback" in stderr:
         return "traceback", (value if kind == "traceback" else stderr).strip().splitlines()[-1]
     if kind == "error":
-        return ("clear" if isinstance(expect, str) and expect.lower() in value.lower() else "unclear"), value
+        named = isinstance(expect, str) and _names(value, expect)
+        return ("clear" if named else "unclear"), value
     if isinstance(value, str) and value == "FILE LOST":
         return "file lost", "the user's file was changed"
     if isinstance(value, tuple):
         _, ok, detail = value
         return ("sensible" if ok else "silent wrong"), detail
     if isinstance(expect, str):  # an error was expected: a CLI says it by exit status 2 and one line
-        if (
-            isinstance(value, int)
-            and value == 2
-            and expect.lower() in stderr.lower()
-            and len(stderr.strip().splitlines()) == 1
-        ):
+        if isinstance(value, int) and value == 2 and _names(stderr, expect) and len(stderr.strip().splitlines()) == 1:
             return "clear", stderr.strip()
         if isinstance(value, int) and value == 2:
             return "unclear", stderr.strip()[-200:]
+        if isinstance(value, str) and value.startswith("accepted: "):
+            return "accepted", value  # a value where an error was expected: for a person to judge
+        if isinstance(value, str) and value.startswith("NaN in") and name.endswith("=nan)"):
+            return "NaN in, NaN out", value
         return "silent wrong", str(value)
     raise AssertionError("unreachable: a callable expectation is checked in the child")
 
@@ -453,19 +543,21 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--fuzz", action="store_true", help="also each theory/dynamics function's bad arguments")
     args = parser.parse_args(argv)
     import nqm
 
     print(f"nqm from {Path(nqm.__file__).parent}")
     counts = collections.Counter()
-    for name, fn, expect in PROBES:
-        category, detail = classify(fn, expect, args.timeout)
+    for name, fn, expect in PROBES + (fuzz_probes() if args.fuzz else []):
+        category, detail = classify(name, fn, expect, args.timeout)
         counts[category] += 1
         if args.verbose or category not in ("clear", "sensible"):
             print(f"{category:12s} {name}: {detail}")
-    order = ("clear", "sensible", "unclear", "traceback", "silent wrong", "runaway", "file lost")
+    order = ("clear", "sensible", "accepted", "NaN in, NaN out", "unclear", "traceback", "silent wrong", "runaway",
+             "file lost")  # fmt: skip
     print("| " + " | ".join(order) + " |\n|" + "---|" * len(order))
-    print("| " + " | ".join(str(counts[c]) for c in order) + f" |  ({len(PROBES)} probes)")
+    print("| " + " | ".join(str(counts[c]) for c in order) + f" |  ({sum(counts.values())} probes)")
     return 0
 
 

@@ -67,6 +67,23 @@ def test_bad_arguments_are_named():
             dynamics.critical_batch_sizes(p, -1.0 if name == "target" else 0.05, **kwargs)
 
 
+@pytest.mark.parametrize(
+    "args, error, name",
+    [
+        ((-1.0, 1000.0, 1.0, 0.2), ValueError, "s_min"),
+        ((100.0, -5.0, 1.0, 0.2), ValueError, "e_min"),
+        ((100.0, 1000.0, 0.0, 0.2), ValueError, "reference_batch"),
+        ((100.0, 1000.0, 1.0, -1.0), ValueError, "tolerance"),
+        ((100.0, 1000.0, 1.0, 1j), TypeError, "tolerance"),
+        (("100", 1000.0, 1.0, 0.2), TypeError, "s_min"),
+    ],
+)
+def test_the_frontiers_linear_scaling_limit_refuses_what_is_not_a_frontier(args, error, name):
+    with pytest.raises(error, match=name):
+        dynamics.linear_scaling_on_frontier(*args)
+    assert np.isnan(dynamics.linear_scaling_on_frontier(np.nan, 1000.0, 1.0, 0.2))  # an unfitted frontier: NaN
+
+
 def test_a_long_runs_average_noise_scale_against_every_step():
     """A run of ~2·10⁵ steps, past the every-step sum (quadrature beyond 2¹⁶ steps): the same recursion, every step."""
     p = nqm.NoisyQuadratic.zhang2019(50)

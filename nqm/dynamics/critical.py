@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_batch_size, check_batch_sizes, check_real
+from ..checks import as_real, check_batch_size, check_batch_sizes, check_real
 from .expected import noise_scales_along, noise_scales_at
 from .frontier import fit_frontier
 from .whole_runs import check_target, optimal_steps_to_target
@@ -104,7 +104,14 @@ def linear_scaling_on_frontier(s_min: float, e_min: float, reference_batch: floa
     Example:
         >>> linear_scaling_on_frontier(100.0, 1000.0, 1.0, 0.2)  # 1.2 + 0.2·10
         3.2
+
+    A NaN (a frontier that could not be fitted) gives NaN; a negative, complex or non-numeric value is refused.
     """
+    limits = (("s_min", s_min, False), ("e_min", e_min, False), ("reference_batch", reference_batch, True))
+    for name, value, low_open in (*limits, ("tolerance", tolerance, True)):
+        v = as_real(name, value)
+        if v.ndim != 0 or (v <= 0 if low_open else v < 0):
+            raise ValueError(f"{name} must be a single number {'>' if low_open else '>='} 0, got {value!r}")
     if s_min == 0:
         return float("inf")
     return (1 + tolerance) * reference_batch + tolerance * e_min / s_min
