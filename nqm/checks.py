@@ -80,9 +80,12 @@ def check_positive_vector(name: str, values, d: int | None = None) -> np.ndarray
     return arr
 
 
-def check_batch_size(batch_size, *, integer: bool = False) -> np.ndarray:
-    """Return ``batch_size`` as a float64 array, raising ValueError unless every B ≥ 1."""
+def check_batch_size(batch_size, *, integer: bool = False, single: bool = False) -> np.ndarray:
+    """Return ``batch_size`` as a float64 array, raising ValueError unless every B ≥ 1 (and, with ``single``, unless
+    it is one number: where a function takes one batch size, an array of them is refused by name)."""
     b = as_real("batch size", batch_size)
+    if single and b.ndim != 0:
+        raise ValueError(f"batch size must be a single number here, got {batch_size!r}")
     if np.any(np.isnan(b)) or np.any(b < 1):
         shown = repr(batch_size) if b.size <= 8 else f"an array with minimum {float(np.nanmin(b))!r} (or NaN)"
         raise ValueError(f"batch size must be >= 1, got {shown}")

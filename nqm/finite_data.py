@@ -146,7 +146,7 @@ class FiniteDataset:
                 "shuffled epochs have dependent batches: no noisy quadratic with independent noise describes them; "
                 "use sampling='batches' (expected_losses computes epochs exactly)"
             )
-        b = float(check_batch_size(batch_size, integer=True))
+        b = float(check_batch_size(batch_size, integer=True, single=True))
         scale = b * self.batch_factor(b, sampling)
         name = f"training loss, {self.name}"
         return NoisyQuadratic(self.h, sigma=scale * self.sigma, optimum=self.optimum, name=name)
@@ -189,7 +189,7 @@ class FiniteDataset:
         mean[order] = mean_path(opt, lam, np.zeros_like(start), start, t[order])
         train_mean = train.mean
         if epochs:
-            b = int(check_batch_size(batch_size, integer=True))
+            b = int(check_batch_size(batch_size, integer=True, single=True))
             train_mean = train_mean + 0.5 * epoch_correction(opt, lam, sigma, b, self.n, t) @ self.h
             train = exact_curve(t, train_mean)
         population = 0.5 * self.h @ theta_n**2 + mean @ (self.h * theta_n) + train_mean
@@ -384,7 +384,7 @@ class FiniteLeastSquares:
 def batch_factor(n: int, batch_size, sampling: str = "batches") -> float:
     """A batch's gradient covariance over the examples' own, Σ_N: (N − B)/(B(N − 1)) for B distinct examples of N,
     1/B with replacement (the finite-population correction)."""
-    b = float(check_batch_size(batch_size, integer=True))
+    b = float(check_batch_size(batch_size, integer=True, single=True))
     if _check_sampling(sampling) == "replacement":
         return 1.0 / b
     if b > n:
@@ -447,7 +447,7 @@ def _simulate_batches(
     (R, B), or None for every example), the two losses at the recorded steps."""  # fmt: skip
     opt = require_no_decay(as_optimizer(opt), "a finite training set")
     sampling = _check_sampling(sampling)
-    b = int(check_batch_size(batch_size, integer=True))
+    b = int(check_batch_size(batch_size, integer=True, single=True))
     if sampling != "replacement" and b > n:
         raise ValueError(f"batch_size B = {b} exceeds the N = {n} examples (without replacement)")
     steps, replicas = check_count("steps", steps), check_replicas(replicas)

@@ -77,7 +77,7 @@ class LeastSquares:
         """(E θ², E[reported iterate²]) at t = 0 … steps, each (steps + 1, d), by the exact recursion of the
         optimiser's transition with the noise variance of the current second moments."""
         opt = require_no_decay(require_linear(as_optimizer(opt), "LeastSquares.expected_loss"), "least squares")
-        b = float(check_batch_size(batch_size))
+        b = float(check_batch_size(batch_size, single=True))
         steps = check_count("steps", steps)
         check_memory(
             16.0 * (steps + 1) * self.d,

@@ -53,7 +53,7 @@ def step_coefficients(p: NoisyQuadratic, opt, batch_size):
     the fused simulators. λ_c is the optimiser's coupled weight decay (0 without): the gradient it follows has
     the curvature h + λ_c.
     """
-    e, b = float(opt.lr), float(check_batch_size(batch_size))
+    e, b = float(opt.lr), float(check_batch_size(batch_size, single=True))
     pre = check_precond(p, opt.precond)
     return e * pre * (p.h + getattr(opt, "coupled_decay", 0.0)), e * pre * np.sqrt(p.c / b)
 
@@ -138,7 +138,7 @@ def minibatch_noise(
         rows: number of independent draws (replicas).
         per_example: None for batch-scaled Gaussian noise, else a name in ``EXAMPLE_DISTRIBUTIONS``.
     """
-    batch_size = float(check_batch_size(batch_size, integer=per_example is not None))
+    batch_size = float(check_batch_size(batch_size, integer=per_example is not None, single=True))
     if per_example is None:
         z = rng.standard_normal((rows, p.d), dtype=dtype)
         scale = 1.0 / np.sqrt(batch_size)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from .checks import check_batch_size, check_lr, check_point, check_real
+from .checks import as_real, check_batch_size, check_lr, check_point, check_real
 from .problem import NoisyQuadratic, check_precond
 
 __all__ = [
@@ -169,7 +169,7 @@ def preconditioned_simple_noise_scale(p: NoisyQuadratic, theta, precond_x):
     H's eigenbasis, shape (..., d); ``precond_x`` (d,) or broadcasting against theta.
     """
     th = _theta(p, theta)
-    pre = np.asarray(precond_x, dtype=np.float64)
+    pre = as_real("precond_x", precond_x)
     if pre.shape[-1:] != (p.d,) or np.any(~np.isfinite(pre)) or np.any(pre <= 0):
         raise ValueError(f"precond_x must hold finite values > 0 with last axis {p.d}, got shape {pre.shape}")
     g = parameter_gradient(p, th)

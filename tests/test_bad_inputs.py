@@ -358,3 +358,20 @@ def test_finite_arguments_never_give_nan(p, lr_fraction, batch, steps, init_var)
     theta = np.sqrt(init_var) * np.ones(p.d) + 1e-3
     for f in (nqm.theory.optimal_step, nqm.theory.optimal_improvement):
         assert not np.any(np.isnan(f(p, theta, batch)))
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda p: nqm.dynamics.expected_loss(p, 0.5, [], 10), ValueError, "batch size must be a single number"),
+        (lambda p: nqm.dynamics.steady_state_loss(p, 0.5, [8, 16]), ValueError, "batch size must be a single number"),
+        (lambda p: nqm.dynamics.coordinate_variance(p, 0.5, 8, float("nan")), ValueError, "step must be"),
+        (lambda p: nqm.dynamics.coordinate_variance(p, 0.5, 8, "3"), TypeError, "step must be a real number"),
+        (lambda p: nqm.theory.preconditioned_simple_noise_scale(p, np.ones(p.d), 1j), TypeError, "precond_x"),
+    ],
+)
+def test_fuzzed_arguments_are_named(call, error, message):
+    """Found by ``bench/probe.py --fuzz``: numpy's own messages ("only 0-dimensional arrays …", "cannot convert
+    float NaN to integer") where the argument was not named."""
+    with pytest.raises(error, match=message):
+        call(nqm.NoisyQuadratic.zhang2019(10))

@@ -131,7 +131,7 @@ def critical_batch_sizes(
     """Every definition of :mod:`nqm.dynamics.critical` for ``p`` and ``target`` (see there), on optimal runs of
     ``family`` (:data:`nqm.optim.FAMILIES`) at ``batch_sizes`` (default 1, 2, …, 2²⁰)."""
     tolerance = check_real("tolerance", tolerance, low=0.0, low_open=True)
-    reference_batch = float(check_batch_size(check_real("reference_batch", reference_batch)))
+    reference_batch = float(check_batch_size(check_real("reference_batch", reference_batch), single=True))
     batch = check_batch_sizes(batch_sizes)
     runs = optimal_steps_to_target(p, target, batch, family=family, init_var=init_var, precond=precond)
     s_min, e_min, residual = fit_frontier(runs.batch_sizes, runs.steps)

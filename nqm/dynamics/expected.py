@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import check_count, check_init_var, check_memory, check_steps_at
+from ..checks import as_real, check_count, check_init_var, check_memory, check_steps_at
 from ..curves import LossCurve, exact_curve
 from ..noise import decay_pull, step_coefficients
 from ..optim import Ema, HeavyBall, Nesterov, Sgd, as_optimizer, require_linear, require_no_decay, stable_lr_bound
@@ -320,7 +320,8 @@ def coordinate_variance(p: NoisyQuadratic, opt, batch_size, step, *, init_var=1.
     if step == np.inf:
         with np.errstate(divide="ignore"):
             return np.where(lam < 2, sigma**2 / (lam * (2 - lam)), np.inf)
-    if int(step) != step or step < 0:
+    t = as_real("step", step)
+    if t.ndim != 0 or not (t >= 0 and t == np.round(t)):
         raise ValueError(f"step must be a non-negative integer or inf, got {step!r}")
     return sgd_variance(lam, sigma**2, v0, float(step))
 

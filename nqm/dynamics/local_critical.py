@@ -106,7 +106,7 @@ def local_critical_batch(
     """
     if np.ndim(small_batch) != 0:
         raise ValueError(f"small_batch must be a single number, got {small_batch!r}")
-    b0 = float(check_batch_size(small_batch))
+    b0 = float(check_batch_size(small_batch, single=True))
     if not np.isfinite(b0):
         raise ValueError(f"small_batch must be finite, got {small_batch!r}")
     tau = check_real("tolerance", tolerance, low=0.0, low_open=True)

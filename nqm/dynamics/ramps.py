@@ -210,7 +210,7 @@ def smith_equivalence(
     eps0 = check_real("lr", lr, low=0.0, low_open=True)
     if np.ndim(batch_size) != 0:
         raise ValueError(f"batch_size must be a single number here, got {batch_size!r}")
-    b0 = float(check_batch_size(batch_size))
+    b0 = float(check_batch_size(batch_size, single=True))
     k = check_real("factor", factor, low=1.0)
     n = _check_stage_steps("stage_steps", stage_steps)
     r = k ** np.arange(n.size)

@@ -224,7 +224,7 @@ def greedy_schedule(
     moment update ``V ← (1 − ε_t p h)²V + ε_t²p²c/B``. Runs ``steps`` steps, or until E[L] ≤ ``target``
     (then ``steps`` caps the run; inf steps when the cap is reached first).
     """
-    b = float(check_batch_size(batch_size))
+    b = float(check_batch_size(batch_size, single=True))
     return _greedy(p, lambda b_noise, loss: b, steps, init_var, precond, target)
 
 
@@ -243,7 +243,7 @@ def greedy_ramp(
     target = check_target(target)
 
     def checked_rule(b_noise, loss):
-        return float(check_batch_size(batch_rule(b_noise, loss)))
+        return float(check_batch_size(batch_rule(b_noise, loss), single=True))
 
     return _greedy(p, checked_rule, max_steps, init_var, precond, target)
 

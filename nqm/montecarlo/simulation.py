@@ -110,7 +110,7 @@ def simulate(
     """
     opt = as_optimizer(opt)
     xp, counter = choose_engine(backend, generator, per_example)
-    batch_size = float(check_batch_size(batch_size, integer=per_example is not None))
+    batch_size = float(check_batch_size(batch_size, integer=per_example is not None, single=True))
     steps, replicas = check_count("steps", steps), check_replicas(replicas)
     dtype = np.dtype(dtype).type
     if dtype not in (np.float32, np.float64):

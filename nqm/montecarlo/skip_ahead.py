@@ -102,7 +102,7 @@ def simulate_checkpoints(
     if not p.is_diagonal:
         raise ValueError("skip-ahead needs a diagonal problem (Σ diagonal in H's basis, no rotation)")
     opt = require_linear(as_optimizer(opt), "skip-ahead")
-    batch_size = float(check_batch_size(batch_size))
+    batch_size = float(check_batch_size(batch_size, single=True))
     replicas = check_replicas(replicas)
     rec = np.unique(np.asarray(at, dtype=np.int64))
     if rec.ndim != 1 or rec.size == 0 or rec[0] < 0:
