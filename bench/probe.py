@@ -388,7 +388,7 @@ def _():
 
 # -- fuzz: each public theory/dynamics function, one argument at a time replaced by a bad value -------------
 BAD = {"nan": float("nan"), "-1": -1.0, "0": 0.0, "inf": float("inf"), "str": "0.5", "complex": 1 + 1j, "empty": []}
-FUZZ_MODULES = ("theory", "dynamics")
+FUZZ_MODULES = ("theory", "dynamics", "montecarlo", "estimators", "spectra", "finite_data")
 
 
 def _baseline():
@@ -414,6 +414,23 @@ def _baseline():
         "e_min": 1000.0,
         "reference_batch": 1.0,
         "tolerance": 0.2,
+        "replicas": 8,
+        "at": [0, 5, 10],
+        "max_steps": 200,
+        "b_small": 2,
+        "b_big": 16,
+        "sq_small": np.array([3.0, 2.5]),
+        "sq_big": np.array([1.2, 1.1]),
+        "mean_sq": np.array([3.0, 2.5]),
+        "sq_of_mean": np.array([1.2, 1.1]),
+        "values": np.array([1.0, 2.0, 3.0]),
+        "beta": 0.9,
+        "d": 10,
+        "low": 0.1,
+        "high": 1.0,
+        "h": np.linspace(0.1, 1.0, 10),
+        "c": np.ones(10),
+        "n": 64,
     }
 
 

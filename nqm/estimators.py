@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .checks import as_real, check_count
+from .checks import as_real, check_batch_size, check_count, check_real
 
 __all__ = [
     "two_batch_estimates",
@@ -64,6 +64,12 @@ def two_batch_estimates(sq_small, sq_big, b_small, b_big):
     sq_small, sq_big = as_real("sq_small", sq_small), as_real("sq_big", sq_big)
     if not (np.all(np.isfinite(sq_small)) and np.all(np.isfinite(sq_big))):
         raise ValueError("sq_small and sq_big must be finite squared norms")
+    try:
+        np.broadcast_shapes(sq_small.shape, sq_big.shape, np.shape(b_small), np.shape(b_big))
+    except ValueError:
+        shapes = ", ".join(f"{n} {np.shape(v)}" for n, v in zip(("sq_small", "sq_big", "b_small", "b_big"),
+                                                                 (sq_small, sq_big, b_small, b_big)))  # fmt: skip
+        raise ValueError(f"the two norms and batch sizes must broadcast together; got {shapes}") from None
     g2 = (b_big * sq_big - b_small * sq_small) / (b_big - b_small)
     s = (sq_small - sq_big) / (1 / b_small - 1 / b_big)
     return g2, s
@@ -100,7 +106,13 @@ def consecutive_step_estimates(grad_previous, grad_current, batch_size):
 def consecutive_step_estimates_from_norms(mean_sq, sq_of_mean, batch_size):
     """As :func:`consecutive_step_estimates`, from the mean of the two squared norms and the squared norm
     of the mean of the two gradients (what a loop that keeps only norms and one previous gradient has)."""
-    return two_batch_estimates(mean_sq, sq_of_mean, batch_size, 2 * np.asarray(batch_size))
+    mean_sq, sq_of_mean = as_real("mean_sq", mean_sq), as_real("sq_of_mean", sq_of_mean)
+    if not (np.all(np.isfinite(mean_sq)) and np.all(np.isfinite(sq_of_mean))):
+        raise ValueError("mean_sq and sq_of_mean must be finite squared norms")
+    b = check_batch_size(batch_size)  # named here: the two batches are B and 2B
+    if not np.all(np.isfinite(b)):
+        raise ValueError(f"batch_size must be finite, got {batch_size!r}")
+    return two_batch_estimates(mean_sq, sq_of_mean, b, 2 * b)
 
 
 def simple_noise_scale_estimate(sq_small, sq_big, b_small, b_big):
@@ -116,9 +128,11 @@ def ema(values, beta: float, axis: int = -1, bias_correction: bool = True):
     With ``bias_correction`` the average is divided by ``1 − β^t`` (as in Adam), which removes the pull
     towards the zero start; it cancels in a ratio of two averages with the same β.
     """
-    if not 0 <= beta < 1:
-        raise ValueError(f"beta must lie in [0, 1), got {beta!r}")
-    x = np.moveaxis(np.asarray(values, dtype=np.float64), axis, -1)
+    beta = check_real("beta", beta, low=0.0, high=1.0, high_open=True)
+    x = as_real("values", values)
+    if x.ndim == 0:
+        raise ValueError(f"values must be an array with the axis to average along, got {values!r}")
+    x = np.moveaxis(x, axis, -1)
     out = np.empty_like(x)
     m = np.zeros(x.shape[:-1])
     for t in range(x.shape[-1]):

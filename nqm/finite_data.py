@@ -384,6 +384,7 @@ class FiniteLeastSquares:
 def batch_factor(n: int, batch_size, sampling: str = "batches") -> float:
     """A batch's gradient covariance over the examples' own, Σ_N: (N − B)/(B(N − 1)) for B distinct examples of N,
     1/B with replacement (the finite-population correction)."""
+    n = check_count("n (examples)", n, 1)
     b = float(check_batch_size(batch_size, integer=True, single=True))
     if _check_sampling(sampling) == "replacement":
         return 1.0 / b

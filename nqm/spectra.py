@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import as_vector, check_count, check_positive_vector, check_real
+from .checks import as_real, as_vector, check_count, check_positive_vector, check_real
 
 __all__ = [
     "power_law",
@@ -78,7 +78,7 @@ def bulk_outliers(d: int, bulk: tuple[float, float], outliers) -> np.ndarray:
 
 def custom(values) -> np.ndarray:
     """A user-given spectrum, validated (finite, > 0) and sorted decreasing."""
-    arr = np.asarray(values, dtype=np.float64)
+    arr = as_real("values", values)
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError("a spectrum must be a non-empty 1-D array")
     if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
@@ -141,7 +141,7 @@ def geometric_bins(h, bins: int = 100) -> tuple[np.ndarray, np.ndarray]:
     n coordinates of one curvature act as one coordinate with n× the variance (θ' = √n θ): for C = H use
     ``NoisyQuadratic(edges, counts * edges)`` with ``init_var = counts`` (for θ₀ ~ N(0, I)).
     """
-    h = np.asarray(h, dtype=np.float64)
+    h = check_positive_vector("h (curvatures)", h)
     edges = np.geomspace(h.min(), h.max(), int(bins) + 1)
     index = np.clip(np.searchsorted(edges, h, side="right") - 1, 0, int(bins) - 1)
     counts = np.bincount(index, minlength=int(bins))

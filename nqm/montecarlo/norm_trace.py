@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import check_count, check_init_var, check_lr, check_memory, check_replicas
+from ..checks import check_count, check_init_var, check_memory, check_real, check_replicas
 from ..noise import check_distribution, nested_minibatch_noise
 from ..problem import NoisyQuadratic
 from .basis import WorkingBasis
@@ -33,7 +33,7 @@ def gradient_norm_trace(
     The small batch is the first ``b_small`` examples of the big one (:func:`nqm.noise.nested_minibatch_noise`).
     Streams are keyed by (seed, replica block) as in :func:`simulate`.
     """
-    lr = float(check_lr(lr))
+    lr = check_real("step size (lr)", lr, low=0.0, low_open=True)
     b_small, b_big = check_count("b_small", b_small, 1), check_count("b_big", b_big, 2)  # batches of examples
     if not 1 <= b_small < b_big:
         raise ValueError(f"need 1 <= b_small < b_big, got {b_small}, {b_big}")

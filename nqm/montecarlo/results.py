@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_steps_at
+from ..checks import check_count, check_steps_at
 from ..curves import LossCurve
 
 __all__ = [
@@ -78,6 +78,7 @@ def loss_curve(record, losses, keep_losses: bool = False, state=None) -> LossCur
 
 def default_record(steps: int, points: int = 40) -> np.ndarray:
     """Log-spaced checkpoints in [0, steps], always with 0 and ``steps``."""
+    steps = check_count("steps", steps)
     if steps == 0:
         return np.array([0])
     inner = np.round(np.geomspace(1, steps, points)).astype(np.int64)

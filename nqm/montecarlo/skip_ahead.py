@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import check_batch_size, check_init_var, check_replicas
+from ..checks import as_real, check_batch_size, check_init_var, check_replicas
 from ..noise import decay_pull, step_coefficients
 from ..optim import as_optimizer, require_linear
 from ..problem import NoisyQuadratic
@@ -104,9 +104,10 @@ def simulate_checkpoints(
     opt = require_linear(as_optimizer(opt), "skip-ahead")
     batch_size = float(check_batch_size(batch_size, single=True))
     replicas = check_replicas(replicas)
-    rec = np.unique(np.asarray(at, dtype=np.int64))
-    if rec.ndim != 1 or rec.size == 0 or rec[0] < 0:
-        raise ValueError("at must be non-negative step counts")
+    steps = as_real("at", at)
+    if steps.ndim != 1 or steps.size == 0 or not np.all((steps >= 0) & (steps == np.round(steps)) & np.isfinite(steps)):
+        raise ValueError(f"at must be a non-empty 1-D array of step counts >= 0, got {at!r}")
+    rec = np.unique(steps.astype(np.int64))
     xp = resolve_backend(backend)
     key = seed_key(seed)
     step = step_map(p, opt, batch_size, xp)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_count, check_lr
+from ..checks import check_count, check_lr, check_real
 from .simulation import simulate
 
 __all__ = ["SimulatedSteps", "TunedStep", "steps_to_target", "tune_lr", "first_crossing", "window_average"]
@@ -90,9 +90,7 @@ def window_average(values, half_width: int):
 
 def _check_run(target, max_steps) -> tuple[float, int]:
     """The target loss (finite, > 0) and the longest run (an integer ≥ 1)."""
-    target = float(target)
-    if not (np.isfinite(target) and target > 0):
-        raise ValueError(f"target must be a finite loss > 0, got {target!r}")
+    target = check_real("target", target, low=0.0, low_open=True)
     return target, check_count("max_steps", max_steps, 1)
 
 
