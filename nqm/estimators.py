@@ -62,8 +62,8 @@ def two_batch_estimates(sq_small, sq_big, b_small, b_big):
     """
     b_small, b_big = _check_batches(b_small, b_big)
     sq_small, sq_big = as_real("sq_small", sq_small), as_real("sq_big", sq_big)
-    if not (np.all(np.isfinite(sq_small)) and np.all(np.isfinite(sq_big))):
-        raise ValueError("sq_small and sq_big must be finite squared norms")
+    if not (np.all(np.isfinite(sq_small) & (sq_small >= 0)) and np.all(np.isfinite(sq_big) & (sq_big >= 0))):
+        raise ValueError("sq_small and sq_big must be finite squared norms (>= 0)")
     try:
         np.broadcast_shapes(sq_small.shape, sq_big.shape, np.shape(b_small), np.shape(b_big))
     except ValueError:
@@ -107,8 +107,8 @@ def consecutive_step_estimates_from_norms(mean_sq, sq_of_mean, batch_size):
     """As :func:`consecutive_step_estimates`, from the mean of the two squared norms and the squared norm
     of the mean of the two gradients (what a loop that keeps only norms and one previous gradient has)."""
     mean_sq, sq_of_mean = as_real("mean_sq", mean_sq), as_real("sq_of_mean", sq_of_mean)
-    if not (np.all(np.isfinite(mean_sq)) and np.all(np.isfinite(sq_of_mean))):
-        raise ValueError("mean_sq and sq_of_mean must be finite squared norms")
+    if not (np.all(np.isfinite(mean_sq) & (mean_sq >= 0)) and np.all(np.isfinite(sq_of_mean) & (sq_of_mean >= 0))):
+        raise ValueError("mean_sq and sq_of_mean must be finite squared norms (>= 0)")
     b = check_batch_size(batch_size)  # named here: the two batches are B and 2B
     if not np.all(np.isfinite(b)):
         raise ValueError(f"batch_size must be finite, got {batch_size!r}")

@@ -35,14 +35,14 @@ def _check_range(low, high) -> tuple[float, float]:
 
 
 def power_law(d: int, exponent: float, scale: float = 1.0) -> np.ndarray:
-    """``h_i = scale · i^(−exponent)``, i = 1..d.
+    """``h_i = scale · i^(−exponent)``, i = 1..d, exponent ≥ 0 (decreasing; 0 is isotropic).
 
     Example:
         >>> power_law(3, 1.0)
         array([1.        , 0.5       , 0.33333333])
     """
     d = _check_d(d)
-    exponent = check_real("exponent", exponent)
+    exponent = check_real("exponent", exponent, low=0.0)
     scale = check_real("scale", scale, low=0.0, low_open=True)
     return scale * np.arange(1, d + 1, dtype=np.float64) ** (-exponent)
 

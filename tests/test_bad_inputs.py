@@ -381,6 +381,9 @@ def test_finite_arguments_never_give_nan(p, lr_fraction, batch, steps, init_var)
         (lambda p: spectra.custom([1 + 1j, 2.0]), TypeError, "values"),
         (lambda p: spectra.geometric_bins([1.0, 0.0], 4), ValueError, "h \\(curvatures\\) must be > 0"),
         (lambda p: nqm.finite_data.batch_factor(np.inf, 4), ValueError, "n \\(examples\\)"),
+        (lambda p: estimators.two_batch_estimates(-1.0, 1.0, 1, 8), ValueError, "squared norms \\(>= 0\\)"),
+        (lambda p: estimators.consecutive_step_estimates_from_norms(2.0, -1.0, 4), ValueError, "sq_of_mean"),
+        (lambda p: spectra.power_law(10, -1.0), ValueError, "exponent"),
     ],
 )
 def test_fuzzed_arguments_are_named(call, error, message):
