@@ -22,7 +22,8 @@ Three ways to draw the batches (``sampling``):
 
 * ``"epochs"`` (as training does): each epoch a fresh permutation, cut into ⌊N/B⌋ batches of B (a remainder is
   left out of that epoch, PyTorch's ``drop_last``); the batches of one epoch are dependent (two of them have
-  covariance −Σ_N/(N − 1)), epochs independent, and the expected losses exact too (:func:`epoch_correction`);
+  covariance −Σ_N/(N − 1)), epochs independent, and the expected losses exact too
+  (:func:`~nqm.finite_data.epoch_correction`);
 * ``"batches"``: every step B distinct examples drawn afresh: independent steps with the covariance above, so
   the training-loss dynamics are exact (:meth:`~nqm.FiniteDataset.training_problem`);
 * ``"replacement"``: B examples with replacement: independent steps with Σ_N/B, exact too.
@@ -140,7 +141,8 @@ class FiniteDataset:
     def training_problem(self, batch_size, sampling: str = "batches") -> NoisyQuadratic:
         """The training loss as an additive NQM at batch size B, exact for independent batches: curvature H,
         optimum θ_N, per-example covariance ``B·batch_factor·Σ_N`` (so that a batch of B has the covariance
-        above). Shuffled epochs have no such problem: their batches are dependent (:func:`epoch_correction`)."""
+        above). Shuffled epochs have no such problem: their batches are dependent
+        (:func:`~nqm.finite_data.epoch_correction`)."""
         if _check_sampling(sampling) == "epochs":
             raise ValueError(
                 "shuffled epochs have dependent batches: no noisy quadratic with independent noise describes them; "
@@ -173,7 +175,7 @@ class FiniteDataset:
         In the error x = θ − θ_N the run is the training problem's (:meth:`training_problem`) with E[x₀] = −θ_N,
         so ``E[x_t²]`` is its second moment from ``init_var + θ_N²`` and ``E[x_t]`` its mean path
         (:func:`nqm.dynamics.mean_path`); the population loss is ``½Σh E[(θ_N + x_t)²]``. Shuffled epochs add
-        the covariance of the batches within an epoch (:func:`epoch_correction`).
+        the covariance of the batches within an epoch (:func:`~nqm.finite_data.epoch_correction`).
         """
         opt = require_no_decay(require_linear(as_optimizer(opt), "FiniteDataset.expected_losses"), "FiniteDataset")
         epochs = _check_sampling(sampling) == "epochs"
