@@ -277,17 +277,18 @@ def _():
 
 
 # -- sweeps ------------------------------------------------------------------------------------------------
+def _one_task_sweep(path):
+    from nqm import sweep
+
+    fixed = {"d": 20, "batch_size": 8, "target": 0.1}
+    sweep.run("steps_to_target", [{"lr": 0.5}], fixed=fixed, path=path, progress=False)
+
+
 @probe("sweep.load leaves a running file alone", lambda same: same)
 def _():
     from nqm import sweep
 
-    sweep.run(
-        "steps_to_target",
-        [{"lr": 0.5}],
-        fixed={"d": 20, "batch_size": 8, "target": 0.1},
-        path="s.jsonl",
-        progress=False,
-    )
+    _one_task_sweep("s.jsonl")
     with open("s.jsonl", "a") as f:
         f.write('{"params":{"lr":0.25},"seed":1')
     before = Path("s.jsonl").read_bytes()
@@ -299,13 +300,7 @@ def _():
 def _():
     from nqm import sweep
 
-    sweep.run(
-        "steps_to_target",
-        [{"lr": 0.5}],
-        fixed={"d": 20, "batch_size": 8, "target": 0.1},
-        path="r.jsonl",
-        progress=False,
-    )
+    _one_task_sweep("r.jsonl")
     head = Path("r.jsonl").read_text().splitlines()[0]
     Path("r.jsonl").write_text(head + '\n{"params":{"lr":0.5},"seed":1,"seconds":0.1}\n')
     return sweep.load("r.jsonl")
