@@ -34,23 +34,23 @@ MUTATIONS = [
     # the six one-line mutations of an outside audit that the suite missed (issue: every seed, every planted bug)
     Mutation(
         "dense-scan-skips-a-step-between-chunks",
-        "nqm/dynamics/whole_runs.py",
+        "nqm/dynamics/runs/steps.py",
         "        start, chunk = ts[-1] + 1, min(",
         "        start, chunk = ts[-1] + 2, min(",
         REFS,
     ),
     Mutation(
         "monotone-tolerance-loosened",
-        "nqm/dynamics/whole_runs.py",
+        "nqm/dynamics/runs/sgd.py",
         "np.all(loss.v0 >= rows.v_inf * (1 - 1e-12), axis=1)",
         "np.all(loss.v0 >= rows.v_inf * (1 - 1e-1), axis=1)",
         REFS,
     ),
     Mutation(
-        "frontier-fit-plain-least-squares",
-        "nqm/dynamics/frontier.py",
-        "    (s_min, e_min), *_ = np.linalg.lstsq(x, np.ones(ok.sum()), rcond=None)",
-        "    (s_min, e_min), *_ = np.linalg.lstsq(x * steps[ok, None], steps[ok], rcond=None)",
+        "frontier-fit-s-min-with-the-wrong-sign-of-log-b",
+        "nqm/dynamics/studies/frontier.py",
+        "    s_min = np.exp(np.mean(log_s - np.logaddexp(0.0, u[:, None] - log_b), axis=1))",
+        "    s_min = np.exp(np.mean(log_s - np.logaddexp(0.0, u[:, None] + log_b), axis=1))",
         REFS,
     ),
     Mutation(
@@ -62,7 +62,7 @@ MUTATIONS = [
     ),
     Mutation(
         "noise-scales-along-b-simple-v@h",
-        "nqm/dynamics/expected.py",
+        "nqm/dynamics/moments/expected.py",
         "p.trace_sigma / (v @ p.h**2)",
         "p.trace_sigma / (v @ p.h)",
         REFS,
@@ -76,23 +76,23 @@ MUTATIONS = [
     ),
     Mutation(
         "sgd-tuner-ignores-rising-coordinates",
-        "nqm/dynamics/whole_runs.py",
+        "nqm/dynamics/runs/sgd_tuning.py",
         "    below = eps_cap < feasible * (1 - 1e-9)",
         "    below = eps_cap < 0 * feasible",
         ("tests/test_rising_coordinates.py",),
     ),
     Mutation(
         "rising-first-hit-bound-not-a-bound",
-        "nqm/dynamics/whole_runs.py",
+        "nqm/dynamics/runs/sgd.py",
         "float(w[falling] @ np.exp(b * ell[falling]))",
         "float(w[falling] @ np.exp(a * ell[falling]))",
         ("tests/test_rising_coordinates.py",),
     ),
     Mutation(
         "critical-noise-scales-end-one-step-early",
-        "nqm/dynamics/critical.py",
-        "        float(scales[-1, 1]),",
-        "        float(scales[-2, 1]),",
+        "nqm/dynamics/studies/critical.py",
+        "    ends = noise_scales_along(p, opt, batch, steps, at=[0, steps], init_var=init_var)",
+        "    ends = noise_scales_along(p, opt, batch, steps, at=[0, steps - 1], init_var=init_var)",
         REFS,
     ),
     Mutation(
@@ -217,7 +217,7 @@ MUTATIONS = [
     ),
     Mutation(
         "long-run-sum-without-its-end-terms",
-        "nqm/dynamics/critical.py",
+        "nqm/dynamics/studies/critical.py",
         "np.diff(t)[:, None], axis=0) + 0.5 * (f[0] + f[-1])",
         "np.diff(t)[:, None], axis=0)",
         ("tests/test_critical.py",),

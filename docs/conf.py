@@ -41,7 +41,7 @@ html_title = f"nqm {release}"
 html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
 exclude_patterns = ["_build", "_generated/notebooks/_work"]
 autodoc_member_order = "bysource"
-# the compiled tuner's kernels (nqm.dynamics.heavy_ball_kernels) need numba, an optional extra: mocked where absent
+# the compiled tuner's kernels (nqm.dynamics.runs.heavy_ball_kernels) need numba, an optional extra: mocked where absent
 autodoc_mock_imports = [] if importlib.util.find_spec("numba") else ["numba"]
 autodoc_typehints = "none"  # types are in the docstrings; signatures stay readable
 napoleon_google_docstring = True

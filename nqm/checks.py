@@ -126,6 +126,11 @@ def check_unit_interval(name: str, value) -> float:
     return check_real(name, value, low=0.0, high=1.0, high_open=True)
 
 
+def check_target(target) -> float:
+    """A target loss: finite and > 0."""
+    return check_real("target loss", target, low=0.0, low_open=True)
+
+
 def check_count(name: str, value, minimum: int = 0) -> int:
     """A count (steps, replicas, a batch of real examples): an integer ≥ ``minimum``."""
     try:

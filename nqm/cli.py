@@ -193,7 +193,7 @@ def _strict_json(facts) -> str:
     never the ``Infinity``/``NaN`` that JSON parsers other than Python's refuse."""
     import json
 
-    from nqm.sweep.records import encode
+    from nqm.sweep import encode
 
     return json.dumps(encode(facts), indent=1, allow_nan=False)
 

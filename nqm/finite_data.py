@@ -55,9 +55,8 @@ from .checks import (
     check_memory,
     check_replicas,
 )
-from .curves import LossCurve, exact_curve
+from .curves import LossCurve, as_asked, check_record, exact_curve, loss_curve
 from .dynamics import OptimalRuns, expected_loss, mean_path, optimal_steps_to_target
-from .montecarlo.results import as_asked, check_record, loss_curve
 from .noise import step_coefficients
 from .optim import as_optimizer, require_linear, require_no_decay
 from .problem import NoisyQuadratic, check_precond

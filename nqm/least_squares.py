@@ -28,12 +28,11 @@ from .checks import (
     check_point,
     check_replicas,
 )
-from .curves import LossCurve, exact_curve
-from .montecarlo import OneStepResult, loss_curve
-from .montecarlo.parallel import run_tasks, thread_count, tile_rng
-from .montecarlo.results import as_asked, check_record
+from .curves import LossCurve, as_asked, check_record, exact_curve, loss_curve
+from .montecarlo import OneStepResult, tile_rng
 from .optim import Sgd, as_optimizer, require_linear, require_no_decay
 from .problem import NoisyQuadratic, check_precond
+from .threads import run_tasks, thread_count
 
 __all__ = ["LeastSquares"]
 

@@ -280,7 +280,7 @@ def test_backend_names_and_the_environment_override(monkeypatch):
 def test_auto_falls_back_to_numpy_with_one_notice_and_cupy_raises(monkeypatch, capsys):
     monkeypatch.delenv("NQM_BACKEND", raising=False)
     monkeypatch.setattr(backend, "cupy_status", lambda: (None, "CuPy finds no CUDA device"))
-    backend._notice.cache_clear()
+    backend.notice_once.cache_clear()
     assert backend.resolve("auto") is np
     assert backend.resolve("auto") is np
     err = capsys.readouterr().err

@@ -8,10 +8,10 @@ import pytest
 
 import nqm
 from nqm import dynamics
-from nqm.dynamics import whole_runs
-from nqm.dynamics.heavy_ball import HeavyBallMoments
+from nqm.dynamics.moments.heavy_ball import HeavyBallMoments
+from nqm.dynamics.runs import compiled, crossing, search, tuned_losses
 
-kernels = pytest.importorskip("nqm.dynamics.heavy_ball_kernels", reason="numba is not installed")
+kernels = pytest.importorskip("nqm.dynamics.runs.heavy_ball_kernels", reason="numba is not installed")
 
 
 def _zhang_binned(d=2000, bins=60):
@@ -21,9 +21,9 @@ def _zhang_binned(d=2000, bins=60):
 
 
 def _compiled_loss(eps, beta, kappa, noise, v0, half_h, steps):
-    table, form = kernels._new_table(kappa.size)
-    kernels._tables(eps, beta, kappa, noise, v0, half_h, table, form)
-    return np.array([kernels._loss_at(float(t), table, form) for t in steps])
+    table, form = kernels.new_table(kappa.size)
+    kernels.fill_tables(eps, beta, kappa, noise, v0, half_h, table, form)
+    return np.array([kernels.loss_at(float(t), table, form) for t in steps])
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,7 @@ def test_compiled_closed_form_equals_numpy(beta, lam_scale):
     noise, v0 = rng.uniform(0, 1e-3, lam.size), rng.uniform(0.5, 2, lam.size)
     # past 2²¹ steps the phases come from the C library's sin and cos, below from the kernels' own
     steps = np.unique(np.concatenate([np.arange(0, 12), np.geomspace(12, 1e7, 44).round()]))
-    assert steps.max() > kernels._PHASES_REDUCED
+    assert steps.max() > kernels.PHASES_REDUCED
     got = _compiled_loss(eps, beta, kappa, noise, v0, half_h, steps)
     want = HeavyBallMoments(lam, eps**2 * noise, v0, beta).at(steps[:, None]) @ half_h
     np.testing.assert_allclose(got, want, rtol=1e-12)
@@ -80,7 +80,7 @@ def test_split_of_half_pi_is_exact_to_its_parts():
     and the first two have at most 30 significant bits, so n·P₁ and n·P₂ are exact for n < 2²³."""
     from fractions import Fraction
 
-    parts = kernels._HALF_PI
+    parts = kernels.HALF_PI
     assert abs(sum(Fraction(x) for x in parts) - _machin_pi() / 2) < Fraction(1, 2**115)
     for x in parts[:2]:
         mantissa = Fraction(x).numerator
@@ -93,7 +93,7 @@ def _numba_sincos(x):
     @numba.njit
     def both(x, s, c):
         for j in range(x.size):
-            s[j], c[j] = kernels._sincos(x[j])
+            s[j], c[j] = kernels.sincos(x[j])
 
     s, c = np.empty(x.size), np.empty(x.size)
     both(x, s, c)
@@ -106,7 +106,7 @@ def test_sincos_equals_the_c_library():
     edges. Planted: the reduction without its third part of π/2 fails it (error ~1e-12 at large x), so does a
     quadrant's sign flipped."""
     rng = np.random.default_rng(4)
-    top = kernels._PHASES_REDUCED * np.pi
+    top = kernels.PHASES_REDUCED * np.pi
     multiples = np.pi / 2 * np.concatenate([np.arange(0, 4000), rng.integers(0, int(top / (np.pi / 2)), 4000)])
     x = np.concatenate([
         rng.uniform(0, 1, 10**5) * 10.0 ** rng.uniform(-7, np.log10(top), 10**5),
@@ -120,9 +120,9 @@ def test_sincos_equals_the_c_library():
 
 def _searches(loss, target, lo, hi, monkeypatch):
     monkeypatch.setenv("NQM_COMPILED", "0")
-    numpy_seen = whole_runs._searched(loss, target, lo, hi)
+    numpy_seen = search.searched(loss, target, lo, hi)
     monkeypatch.setenv("NQM_COMPILED", "1")
-    return numpy_seen, whole_runs._searched(loss, target, lo, hi)
+    return numpy_seen, search.searched(loss, target, lo, hi)
 
 
 @pytest.mark.parametrize("problem", ["binned", "power law, preconditioned", "compressed"])
@@ -134,14 +134,14 @@ def test_compiled_search_finds_what_the_numpy_search_finds(problem, monkeypatch)
     b = 2.0 ** np.arange(2, 21, 3)
     if problem == "binned":
         p, init_var = _zhang_binned()
-        loss = whole_runs._TunedLoss(p, b, init_var, None, "heavy_ball")
+        loss = tuned_losses.TunedLoss(p, b, init_var, None, "heavy_ball")
     elif problem == "power law, preconditioned":
         h = nqm.spectra.power_law(300, 1.5)
         p = nqm.NoisyQuadratic(h, nqm.spectra.noise_power(h, exponent=0.5))
-        loss = whole_runs._TunedLoss(p, b, 1.0, p.h**-0.3, "heavy_ball")
+        loss = tuned_losses.TunedLoss(p, b, 1.0, p.h**-0.3, "heavy_ball")
     else:
         p = nqm.NoisyQuadratic.zhang2019(3000)
-        loss = whole_runs._TunedLoss(p, b, 1.0, None, "heavy_ball").compressed(**whole_runs._SEARCH_SIZES)
+        loss = tuned_losses.TunedLoss(p, b, 1.0, None, "heavy_ball").compressed(**search.SEARCH_SIZES)
     lo, hi = (np.full(b.size, v) for v in loss.search_range())
     (t_np, s_np, eps_np, cap_np), (t_c, s_c, eps_c, cap_c) = _searches(loss, 0.02, lo, hi, monkeypatch)
     assert np.all(np.isfinite(t_np))
@@ -171,10 +171,10 @@ def test_rows_the_kernel_leaves_are_searched_with_numpy(monkeypatch):
     kernel's. Planted: the NumPy results written to every row but the left ones fails it."""
     p, init_var = _zhang_binned(bins=30)
     b = 2.0 ** np.arange(4, 16, 3)
-    loss = whole_runs._TunedLoss(p, b, init_var, None, "heavy_ball")
+    loss = tuned_losses.TunedLoss(p, b, init_var, None, "heavy_ball")
     lo, hi = (np.full(b.size, v) for v in loss.search_range())
     monkeypatch.setenv("NQM_COMPILED", "0")
-    want = np.array(whole_runs._searched(loss, 0.02, lo, hi))
+    want = np.array(search.searched(loss, 0.02, lo, hi))
     monkeypatch.setenv("NQM_COMPILED", "1")
     real = kernels.search_heavy_ball
     left = np.array([False, True, False, True])
@@ -185,7 +185,7 @@ def test_rows_the_kernel_leaves_are_searched_with_numpy(monkeypatch):
         return seen, ok & ~left
 
     monkeypatch.setattr(kernels, "search_heavy_ball", leaving_two)
-    got = np.array(whole_runs._searched(loss, 0.02, lo, hi))
+    got = np.array(search.searched(loss, 0.02, lo, hi))
     np.testing.assert_allclose(got, want, rtol=1e-10)
 
 
@@ -195,14 +195,14 @@ def test_compiled_search_is_the_same_on_any_number_of_threads(threads, monkeypat
     results bit for bit, and every row is searched. Planted: the rows of the first thread skipped fails it."""
     p, init_var = _zhang_binned(bins=30)
     b = 2.0 ** np.arange(2, 20, 2)
-    loss = whole_runs._TunedLoss(p, b, init_var, None, "heavy_ball")
+    loss = tuned_losses.TunedLoss(p, b, init_var, None, "heavy_ball")
     lo, hi = (np.full(b.size, v) for v in loss.search_range())
     args = (loss.kappa, loss.noise, loss.v0, loss.half_h, 0.02, lo, hi)
-    w = whole_runs
+    s = search
     options = dict(
-        steps=(w._INNER_STEPS, w._GOLDEN_STEPS, w._LR_NEAR, w._LR_DECADES),
-        outer=w._OUTER_STEPS,
-        options=(w._BRACKET_STRIDE, w._SEARCH_RTOL, w._SEARCH_NARROWING, w._LOOSE_RTOL),
+        steps=(s.INNER_STEPS, s.GOLDEN_STEPS, s.LR_NEAR, s.LR_DECADES),
+        outer=s.OUTER_STEPS,
+        options=(s.BRACKET_STRIDE, s.SEARCH_RTOL, s.SEARCH_NARROWING, s.LOOSE_RTOL),
     )
     one, ok_one = kernels.search_heavy_ball(*args, **options)
     used = []
@@ -222,7 +222,7 @@ def test_compiled_search_is_the_same_on_any_number_of_threads(threads, monkeypat
 
 def _binned_loss(b, bins=60):
     p, init_var = _zhang_binned(bins=bins)
-    return whole_runs._TunedLoss(p, np.asarray(b, dtype=float), init_var, None, "heavy_ball")
+    return tuned_losses.TunedLoss(p, np.asarray(b, dtype=float), init_var, None, "heavy_ball")
 
 
 def _random_points(loss, rng, m):
@@ -243,10 +243,10 @@ def test_compiled_crossings_equal_numpy(options, monkeypatch):
     monkeypatch.setenv("NQM_COMPILED", "0")
     eps, beta, which = _random_points(loss, rng, 40)
     guess = np.full(eps.size, np.inf)
-    want = whole_runs._first_crossing(loss.take(which), eps, beta, 0.02, **options)
+    want = crossing.first_crossing(loss.take(which), eps, beta, 0.02, **options)
     monkeypatch.setenv("NQM_COMPILED", "1")
     kernels_loss = loss.take(which)  # one point per row: the compiled call crosses each at its own batch size
-    got = whole_runs._cross_points(kernels_loss, eps[None, :], beta[None, :], 0.02, guess[None, :], **options)
+    got = search.cross_points(kernels_loss, eps[None, :], beta[None, :], 0.02, guess[None, :], **options)
     assert np.all(np.isfinite(want[0]))
     np.testing.assert_array_equal(got[0][0], want[0])
     np.testing.assert_allclose(got[1][0], want[1], rtol=1e-10)
@@ -300,14 +300,14 @@ def test_without_numba_the_tuners_run_in_numpy(monkeypatch):
     want = dynamics.optimal_steps_to_target(p, 0.02, b, family="heavy_ball", init_var=init_var)
     monkeypatch.setenv("NQM_COMPILED", "1")
     monkeypatch.setitem(sys.modules, "numba", None)  # `import numba` raises ImportError
-    monkeypatch.delitem(sys.modules, "nqm.dynamics.heavy_ball_kernels")
-    monkeypatch.delattr(nqm.dynamics, "heavy_ball_kernels")
-    whole_runs._imported_kernels.cache_clear()
+    monkeypatch.delitem(sys.modules, "nqm.dynamics.runs.heavy_ball_kernels")
+    monkeypatch.delattr(nqm.dynamics.runs, "heavy_ball_kernels")
+    compiled.imported_kernels.cache_clear()
     try:
-        assert whole_runs._compiled_kernels() is None
+        assert compiled.compiled_kernels() is None
         got = dynamics.optimal_steps_to_target(p, 0.02, b, family="heavy_ball", init_var=init_var)
-        assert whole_runs._imported_kernels.cache_info().misses == 1
+        assert compiled.imported_kernels.cache_info().misses == 1
     finally:
-        whole_runs._imported_kernels.cache_clear()
+        compiled.imported_kernels.cache_clear()
     np.testing.assert_array_equal(got.steps, want.steps)
     np.testing.assert_array_equal(got.lr, want.lr)

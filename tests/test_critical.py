@@ -1,4 +1,5 @@
-"""The critical batch size by each definition (nqm.dynamics.critical), checked against independent computations."""
+"""The critical batch size by each definition (nqm.dynamics.studies.critical), checked against independent
+computations."""
 
 import numpy as np
 import pytest
@@ -90,7 +91,7 @@ def test_a_long_runs_average_noise_scale_against_every_step():
     r = dynamics.critical_batch_sizes(p, 1e-6, batch_sizes=2.0 ** np.arange(0, 12))
     run = dynamics.optimal_steps_to_target(p, 1e-6, [r.run_batch])
     lr, steps, b = float(run.lr[0]), int(run.steps[0]), r.run_batch
-    assert steps > dynamics.critical.EXACT_STEPS
+    assert steps > dynamics.studies.critical.EXACT_STEPS
     v, weighted, total = np.ones(p.d), 0.0, 0.0
     a2, q = (1 - lr * p.h) ** 2, lr**2 * p.c / b
     for _ in range(steps):

@@ -1,4 +1,4 @@
-"""B_crit against the target (nqm.dynamics.critical_scaling): its two limits held against the exact solver at
+"""B_crit against the target (nqm.dynamics.studies.critical_scaling): its two limits held against the exact solver at
 extreme batch sizes, and the derived exponents against the measured ones."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 import nqm
 from nqm import dynamics
-from nqm.dynamics import critical_scaling as cs
+from nqm.dynamics.studies import critical_scaling as cs
 
 ZHANG = nqm.NoisyQuadratic.zhang2019(1000)
 TARGET = 0.01 * 0.5 * ZHANG.h.sum()

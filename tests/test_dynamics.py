@@ -73,7 +73,7 @@ def test_the_powered_map_in_high_dimension(monkeypatch):
     """10⁶ steps, d = 10⁵ (25 blocks of coordinates, the last one partial): an optimiser with no closed form (EMA of
     heavy ball) runs the powered moment map, which a spy confirms, and with β, γ → 0 it reduces to SGD's closed
     form."""
-    from nqm.dynamics import expected
+    from nqm.dynamics.moments import expected
 
     calls = []
     powered = expected.powered_second_moments

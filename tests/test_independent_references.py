@@ -18,7 +18,7 @@ from scipy import optimize
 
 import nqm
 from nqm import dynamics, optim, spectra, theory
-from nqm.dynamics.frontier import fit_frontier
+from nqm.dynamics.studies.frontier import fit_frontier
 
 Z = 4.5
 

@@ -1,5 +1,5 @@
-"""Merrill et al.'s local critical batch and batch ramps in loss milestones (nqm.dynamics.local_critical,
-nqm.dynamics.ramps), against a plain scalar loop of the greedy step written here."""
+"""Merrill et al.'s local critical batch and batch ramps in loss milestones (nqm.dynamics.studies.local_critical,
+nqm.dynamics.studies.ramps), against a plain scalar loop of the greedy step written here."""
 
 import numpy as np
 import pytest

@@ -9,8 +9,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from nqm import optim
-from nqm.dynamics.expected import powered_second_moments
 from nqm.dynamics.moments import EmaMoments, TwoStateMoments, ema_variance, heavy_ball_variance
+from nqm.dynamics.moments.expected import powered_second_moments
 
 STEPS = np.array([0, 1, 2, 3, 7, 50, 400, 3000])
 
@@ -237,7 +237,7 @@ def test_heavy_ball_lower_bound_holds_at_every_step_and_is_tight_on_one_step(bet
     coordinates, and equals it (to its 1e-9 shrink) when first = last. Taking the decay at ``first`` rather than
     ``last``, or dropping a zero of the cosine, breaks the first property."""
     rng = np.random.default_rng(int(beta * 1e6))
-    from nqm.dynamics.heavy_ball import HeavyBallMoments
+    from nqm.dynamics.moments.heavy_ball import HeavyBallMoments
 
     critical = ((1 - beta) / (1 + np.sqrt(beta))) ** 2  # λ at critical damping
     lam = np.concatenate([np.geomspace(1e-6, 2 * (1 + beta) * 0.999, 40), [critical]])
@@ -255,7 +255,7 @@ def test_heavy_ball_one_step_per_row_is_the_general_path():
     """``HeavyBallMoments.at`` with one t per row (the solvers' case, which gathers each side's constants once)
     gives bit for bit what the general broadcasting path gives: rows of over-, under-, critically and nearly
     critically damped coordinates (the near-critical forms fire), t = 0, t ≤ 8 and long runs, q = 0 entries."""
-    from nqm.dynamics.heavy_ball import HeavyBallMoments
+    from nqm.dynamics.moments.heavy_ball import HeavyBallMoments
 
     rng = np.random.default_rng(7)
     beta = np.array([0.3, 0.9, 0.999, 1 - 1e-6, 0.99, 0.5])[:, None]

@@ -7,8 +7,8 @@ import pytest
 
 import nqm
 from nqm import dynamics
-from nqm.dynamics import whole_runs
-from nqm.dynamics.quadrature import compress_spectrum, gauss_rule
+from nqm.dynamics.runs import search, tuned_losses
+from nqm.dynamics.runs.quadrature import compress_spectrum, gauss_rule
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
@@ -47,15 +47,15 @@ def test_a_long_spectrum_searched_compressed_gives_the_exact_search_s_runs(famil
     answer."""
     p = nqm.NoisyQuadratic.zhang2019(4096)
     batches, target = np.array([4.0, 256.0]), 0.02
-    assert p.d > whole_runs._COMPRESS_ABOVE
+    assert p.d > search.COMPRESS_ABOVE
     compressed = dynamics.optimal_steps_to_target(p, target, batches, family=family)
     assert dynamics.steps_to_target(p, compressed.optimizer(1), batches[1], target) == compressed.steps[1]
-    monkeypatch.setattr(whole_runs, "_COMPRESS_ABOVE", 10**9)
+    monkeypatch.setattr(search, "COMPRESS_ABOVE", 10**9)
     full = dynamics.optimal_steps_to_target(p, target, batches, family=family)
     np.testing.assert_array_equal(compressed.steps, full.steps)
     np.testing.assert_allclose(compressed.lr, full.lr, rtol=1e-4)
-    monkeypatch.setattr(whole_runs, "_COMPRESS_ABOVE", 2048)
+    monkeypatch.setattr(search, "COMPRESS_ABOVE", 2048)
     coarse = lambda k, a, b, **_: compress_spectrum(k, a, b, exact=1, bins=4, nodes=1)  # noqa: E731
-    monkeypatch.setattr(whole_runs, "compress_spectrum", coarse)
+    monkeypatch.setattr(tuned_losses, "compress_spectrum", coarse)
     planted = dynamics.optimal_steps_to_target(p, target, batches, family=family)
     assert not np.allclose(planted.lr, full.lr, rtol=1e-4)

@@ -1,4 +1,4 @@
-"""Staged SGD runs and Smith et al.'s equivalence (nqm.dynamics.ramps), against a step-by-step recursion and
+"""Staged SGD runs and Smith et al.'s equivalence (nqm.dynamics.studies.ramps), against a step-by-step recursion and
 against the first-order derivation's convergence."""
 
 import numpy as np

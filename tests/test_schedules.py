@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import nqm
 from nqm import dynamics
-from nqm.dynamics.schedules import PiecewiseLoss, optimal_piecewise_schedule
+from nqm.dynamics.studies.schedules import PiecewiseLoss, optimal_piecewise_schedule
 
 
 def loss_by_steps(p, lr, steps, batch):

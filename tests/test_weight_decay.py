@@ -371,10 +371,10 @@ def test_the_heavy_ball_tuner_s_closed_form_is_the_expected_loss(decoupled):
     """The tuner's E[L_t] for rows of (ε, β) with a held decay (its own assembly: heavy ball's closed form or the
     two-state form with a per-row start, plus the mean's path) against expected_loss, which the θ-recursion test
     holds; at every step of a run and for three rows at once."""
-    from nqm.dynamics.whole_runs import _DecayHeavyBallLoss
+    from nqm.dynamics.runs.tuned_losses import DecayHeavyBallLoss
 
     p = _problem()
-    loss = _DecayHeavyBallLoss(p, np.array([B]), V0, PRE, 0.4, decoupled)
+    loss = DecayHeavyBallLoss(p, np.array([B]), V0, PRE, 0.4, decoupled)
     eps, beta = np.array([0.05, 0.1, 0.2]), np.array([0.5, 0.7, 0.9])
     t = np.arange(0, 200)
     got = np.array([loss.curve(eps, beta)(np.full(3, k)) for k in t])

@@ -8,6 +8,7 @@ from strategies import problems
 
 import nqm
 from nqm import dynamics, optim
+from nqm.dynamics.runs import crossing, search, tuned_losses
 from validation.stats import critical_z
 
 
@@ -264,24 +265,23 @@ def test_tiny_curvatures_still_decay():
 
 
 def _pruned_scan_matches_every_step(moments, p, until):
-    """Assert that the tuner's exact scan (``_first_hit_pruned``: branch and bound on the moments' lower bound,
+    """Assert that the tuner's exact scan (``first_hit_pruned``: branch and bound on the moments' lower bound,
     leaves evaluated step by step) returns the first t with E[L_t] ≤ target, as a plain evaluation of every step
     does, for targets taken from the curve itself (quantiles, a hair above the loss at leaf edges and at its
     minimum: the leaf sums its coordinates in another order, and a tie would be decided by rounding), and ``until``
     where the target is never reached; returns, per target, the separate runs of steps below it."""
-    from nqm.dynamics.whole_runs import _first_hit_pruned, _scan_leaf
 
     losses = moments.at(np.arange(until, dtype=np.float64)[:, None]) @ (0.5 * p.h)
-    leaf = _scan_leaf(p.d)
+    leaf = crossing.scan_leaf(p.d)
     edges = [losses[k] * (1 + 1e-12) for k in (leaf, 2 * leaf - 1, 5 * leaf + 1)]
     stretches = []
     for target in np.quantile(losses, [0.02, 0.1, 0.3, 0.5]).tolist() + edges + [losses.min() * (1 + 1e-12)]:
         below = losses <= target
-        assert _first_hit_pruned(moments, 0.5 * p.h, target, until) == int(np.argmax(below))
+        assert crossing.first_hit_pruned(moments, 0.5 * p.h, target, until) == int(np.argmax(below))
         stretches.append(int(below[0]) + np.sum(np.diff(below.astype(int)) == 1))
-    assert _first_hit_pruned(moments, 0.5 * p.h, 0.5 * losses.min(), until) == until
+    assert crossing.first_hit_pruned(moments, 0.5 * p.h, 0.5 * losses.min(), until) == until
     # a scan that would cost more than its budget of coordinate-steps gives up (the tuner keeps its crossing)
-    assert _first_hit_pruned(moments, 0.5 * p.h, losses.min(), until, budget=0) is None
+    assert crossing.first_hit_pruned(moments, 0.5 * p.h, losses.min(), until, budget=0) is None
     return stretches
 
 
@@ -291,12 +291,11 @@ def test_the_pruned_scan_finds_the_first_of_many_hits(beta, d):
     """The tuner's exact scan of heavy-ball runs returns the first hit where the loss oscillates and crosses the
     target many times (three or more separate stretches below some target). Leaves are long on a short spectrum
     (d = 60) and a few steps on a long one (d = 4096)."""
-    from nqm.dynamics.heavy_ball import HeavyBallMoments
-    from nqm.dynamics.whole_runs import _scan_leaf
+    from nqm.dynamics.moments.heavy_ball import HeavyBallMoments
 
     p = nqm.NoisyQuadratic.zhang2019(d)
     lam = 0.95 * optim.stable_lr_bound("heavy_ball", beta) * p.h / p.h.max()  # the top coordinates ring
-    assert _scan_leaf(d) == (136 if d == 60 else 4)
+    assert crossing.scan_leaf(d) == (136 if d == 60 else 4)
     moments = HeavyBallMoments(lam, 1e-4 * lam**2 * p.c, np.ones(p.d), beta)
     assert max(_pruned_scan_matches_every_step(moments, p, 6000 if d < 1000 else 1500)) >= 3
 
@@ -334,7 +333,7 @@ def test_tuned_steps_are_the_first_hit_where_the_loss_rings_at_the_target():
     ball's tuned run still rings at the target and dips below it before the crossing the search brackets (18 steps
     earlier, 5041 against 5059, when only runs of at most 2²⁵ coordinate-steps were checked). Held against every
     step of the closed form at the returned (ε, β)."""
-    from nqm.dynamics.heavy_ball import HeavyBallMoments
+    from nqm.dynamics.moments.heavy_ball import HeavyBallMoments
 
     p = nqm.NoisyQuadratic.zhang2019(10_000)
     runs = dynamics.optimal_steps_to_target(p, 0.01, [1024.0], family="heavy_ball")
@@ -356,19 +355,18 @@ def test_a_loose_crossing_brackets_the_exact_one(family):
     bracket's upper end, at or after the exact first crossing, and the continuous estimate, interpolated across the
     wider bracket, agrees with the exact one's to 1e-9. A crossing grown a step at a time (``stride`` = 1e-9) from a
     guess a third of a step off is the exact one."""
-    from nqm.dynamics.whole_runs import _first_crossing, _TunedLoss
 
     p = nqm.NoisyQuadratic.zhang2019(60)
     b = np.array([1.0, 2.0, 4.0, 8.0])
-    loss = _TunedLoss(p, b, 1.0, None, family)
+    loss = tuned_losses.TunedLoss(p, b, 1.0, None, family)
     hp = np.array([0.999, 0.99, 0.9, 0.5])
     eps = np.array([0.003, 0.01, 0.03, 0.1]) * loss.feasible_lr(hp, 0.02)
-    steps, cont = _first_crossing(loss, eps, hp, 0.02)
-    loose_steps, loose_cont = _first_crossing(loss, eps, hp, 0.02, rel_tol=1e-4)
+    steps, cont = crossing.first_crossing(loss, eps, hp, 0.02)
+    loose_steps, loose_cont = crossing.first_crossing(loss, eps, hp, 0.02, rel_tol=1e-4)
     assert np.all(steps > 4000)
     assert np.all(loose_steps >= steps) and np.any(loose_steps > steps)  # the bracket really was loose
     np.testing.assert_allclose(loose_cont, cont, rtol=1e-9)
-    near_steps, _ = _first_crossing(loss, eps, hp, 0.02, guess=cont + 0.3, stride=1e-9)
+    near_steps, _ = crossing.first_crossing(loss, eps, hp, 0.02, guess=cont + 0.3, stride=1e-9)
     np.testing.assert_array_equal(near_steps, steps)
 
 
@@ -378,16 +376,15 @@ def test_a_capped_crossing_stops_only_within_one_percent_or_one_step(max_narrowi
     the integer returned (the bracket's upper end) is at or after the exact first crossing and within 1% of it,
     and the continuous estimate is within the bracket. Runs shorter than 100 steps are narrowed to one step, so
     their integer is exact."""
-    from nqm.dynamics.whole_runs import _first_crossing, _TunedLoss
 
     p = nqm.NoisyQuadratic.zhang2019(60)
     b = np.array([1.0, 2.0, 4.0, 8.0, 4096.0, 4096.0])
-    loss = _TunedLoss(p, b, 1.0, None, "heavy_ball")
+    loss = tuned_losses.TunedLoss(p, b, 1.0, None, "heavy_ball")
     hp = np.array([0.999, 0.99, 0.9, 0.5, 0.9, 0.5])
     target = np.array([0.02, 0.02, 0.02, 0.02, 1.0, 1.0])  # the last two: runs of a few dozen steps
     eps = np.array([0.003, 0.01, 0.03, 0.1, 0.5, 0.5]) * loss.feasible_lr(hp, target)
-    steps, cont = _first_crossing(loss, eps, hp, target)
-    capped, capped_cont = _first_crossing(loss, eps, hp, target, rel_tol=1e-4, max_narrowing=max_narrowing)
+    steps, cont = crossing.first_crossing(loss, eps, hp, target)
+    capped, capped_cont = crossing.first_crossing(loss, eps, hp, target, rel_tol=1e-4, max_narrowing=max_narrowing)
     short = steps < 100
     assert short.sum() == 2 and np.all(steps[~short] > 4000)
     np.testing.assert_array_equal(capped[short], steps[short])
@@ -398,15 +395,16 @@ def test_a_capped_crossing_stops_only_within_one_percent_or_one_step(max_narrowi
 def test_the_initial_loss_needs_no_closed_form():
     """E[L_0] = ½Σh·V₀ for every tuned loss (heavy ball, its compressed spectrum, SGD and heavy ball with weight decay
     pulling towards θ* ≠ 0, coupled and decoupled): what the crossing search takes for t = 0."""
-    from nqm.dynamics import whole_runs as wr
-
     z = nqm.NoisyQuadratic.zhang2019(3000)
     p = nqm.NoisyQuadratic(z.h, z.c, optimum=np.random.default_rng(0).normal(size=z.d))
     b = np.array([4.0, 256.0])
     eps, hp = np.array([0.1, 0.5]), np.array([0.9, 0.5])
-    losses = [wr._TunedLoss(p, b, 2.0, None, "heavy_ball"), wr._TunedLoss(p, b, 2.0, None, "heavy_ball").compressed()]
-    losses += [wr._DecayTunedLoss(p, b, 2.0, None, 0.01, d) for d in (False, True)]
-    losses += [wr._DecayHeavyBallLoss(p, b, 2.0, None, 0.01, d) for d in (False, True)]
+    losses = [
+        tuned_losses.TunedLoss(p, b, 2.0, None, "heavy_ball"),
+        tuned_losses.TunedLoss(p, b, 2.0, None, "heavy_ball").compressed(),
+    ]
+    losses += [tuned_losses.DecayTunedLoss(p, b, 2.0, None, 0.01, d) for d in (False, True)]
+    losses += [tuned_losses.DecayHeavyBallLoss(p, b, 2.0, None, 0.01, d) for d in (False, True)]
     for loss in losses:
         np.testing.assert_allclose(loss.value(eps, hp, np.zeros(2)), loss.initial_loss(), rtol=1e-12)
     assert losses[0].initial_loss() == pytest.approx(0.5 * p.h.sum() * 2.0)
@@ -418,18 +416,16 @@ def test_the_search_reaches_the_high_end_of_momentum_and_below_the_near_decade_o
     β held there. And where ε's optimum lies below the decade under the feasible edge that is searched first (here
     forced: a near range of 1%), the rest of the range is searched and the answer is the same. Planted: neither end
     searched (3–13 steps more at the high end; 3% more steps without the rest of the range)."""
-    from nqm.dynamics import whole_runs as wr
-
     p = nqm.NoisyQuadratic.zhang2019(200)
     b = np.array([1.0, 2.0, 4.0, 4096.0])
     runs = dynamics.optimal_steps_to_target(p, 0.001, b, family="heavy_ball")
     np.testing.assert_allclose(runs.momentum[:3], 1 - 1e-4, rtol=1e-12)
     assert not np.any(runs.interior[:3]) and runs.interior[3]
-    monkeypatch.setattr(wr, "_H_LOG_RANGE", (wr._H_LOG_RANGE[0],) * 2)
+    monkeypatch.setattr(tuned_losses, "H_LOG_RANGE", (tuned_losses.H_LOG_RANGE[0],) * 2)
     held = dynamics.optimal_steps_to_target(p, 0.001, b[:3], family="heavy_ball")
     assert np.all(runs.steps[:3] <= held.steps)
     monkeypatch.undo()
-    monkeypatch.setattr(wr, "_LR_NEAR", np.log(1.01))
+    monkeypatch.setattr(search, "LR_NEAR", np.log(1.01))
     narrow = dynamics.optimal_steps_to_target(p, 0.001, b, family="heavy_ball")
     assert np.all(narrow.steps <= runs.steps * 1.002)
     np.testing.assert_allclose(narrow.lr, runs.lr, rtol=0.05)
@@ -440,16 +436,14 @@ def test_the_patch_beats_the_search_where_the_loss_rings():
     the target, and the best of the 5 × 5 patch of crossings around the search's optimum needs 74 fewer steps
     (of 79 661) than the search's own point; the steps are the exact first hit at the returned (ε, β). Planted:
     the patch reduced to its centre."""
-    from nqm.dynamics import whole_runs as wr
-
     full = nqm.NoisyQuadratic.zhang2019(10_000)
     h, counts = nqm.spectra.geometric_bins(full.h, 100)
     p, b = nqm.NoisyQuadratic(h, counts * h), np.array([64.0])
     runs = dynamics.optimal_steps_to_target(p, 0.01, b, init_var=counts, family="heavy_ball")
     assert runs.steps[0] == dynamics.steps_to_target(p, runs.optimizer(0), 64.0, 0.01, init_var=counts)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(wr, "_PATCH_POINTS", 1)
-        patch.setattr(wr, "_PATCH_WIDTH", 0.0)
+        patch.setattr(search, "PATCH_POINTS", 1)
+        patch.setattr(search, "PATCH_WIDTH", 0.0)
         centre = dynamics.optimal_steps_to_target(p, 0.01, b, init_var=counts, family="heavy_ball")
     assert runs.steps[0] < centre.steps[0]
 
@@ -462,27 +456,25 @@ def test_crossing_repeated_batch_sizes_at_once_equals_crossing_them_apart(kind, 
     ones up to the ulps of a sum over coordinates taken in another order (the matrix-vector product's blocking
     depends on the number of rows). Planted: rows repeated in place (np.repeat), and the decayed heavy ball's
     per-row decay and curvature not taken with the rows."""
-    from nqm.dynamics import whole_runs as wr
-
     z = nqm.NoisyQuadratic.zhang2019(3000)
     p = nqm.NoisyQuadratic(z.h, z.c, optimum=np.random.default_rng(1).normal(size=z.d) * 0.1)
     b = np.array([4.0, 64.0, 4096.0])
     family = "nesterov" if kind == "nesterov" else "heavy_ball"
     loss = {
-        "decay": lambda: wr._DecayHeavyBallLoss(p, b, 1.0, None, np.array([1e-3, 1e-2, 1e-4]), False),
-        "decoupled decay": lambda: wr._DecayHeavyBallLoss(p, b, 1.0, None, np.array([1e-3, 1e-2, 1e-4]), True),
-        "compressed": lambda: wr._TunedLoss(p, b, 1.0, None, family).compressed(),
-    }.get(kind, lambda: wr._TunedLoss(p, b, 1.0, None, family))()
+        "decay": lambda: tuned_losses.DecayHeavyBallLoss(p, b, 1.0, None, np.array([1e-3, 1e-2, 1e-4]), False),
+        "decoupled decay": lambda: tuned_losses.DecayHeavyBallLoss(p, b, 1.0, None, np.array([1e-3, 1e-2, 1e-4]), True),
+        "compressed": lambda: tuned_losses.TunedLoss(p, b, 1.0, None, family).compressed(),
+    }.get(kind, lambda: tuned_losses.TunedLoss(p, b, 1.0, None, family))()
     hp = np.array([[0.999, 0.99, 0.9], [0.99, 0.9, 0.5], [0.9, 0.5, 0.2]])  # (k, n)
     target = 0.3 * loss.initial_loss()
     eps = np.array([[0.3], [0.5], [0.8]]) * np.stack([loss.feasible_lr(h, target) for h in hp])
     guess = np.full(hp.shape, 50.0)
-    apart = [wr._first_crossing(loss, e, h, target, g) for e, h, g in zip(eps, hp, guess)]
+    apart = [crossing.first_crossing(loss, e, h, target, g) for e, h, g in zip(eps, hp, guess)]
     steps, cont = (np.stack(parts) for parts in zip(*apart))
     assert np.all(np.isfinite(steps)) and len(set(steps.ravel())) > 3
-    together = wr._first_crossing(loss.tiled(3), eps.ravel(), hp.ravel(), target, guess.ravel())
-    monkeypatch.setattr(wr, "_CROSS_ELEMENTS", 2 * b.size * loss.v0.size)
-    grouped = wr._cross_points(loss, eps, hp, target, guess)
+    together = crossing.first_crossing(loss.tiled(3), eps.ravel(), hp.ravel(), target, guess.ravel())
+    monkeypatch.setattr(search, "CROSS_ELEMENTS", 2 * b.size * loss.v0.size)
+    grouped = search.cross_points(loss, eps, hp, target, guess)
     for crossed in (np.reshape(together, (2, *hp.shape)), grouped):
         np.testing.assert_array_equal(crossed[0], steps)
         np.testing.assert_allclose(crossed[1], cont, rtol=1e-13)
@@ -512,8 +504,6 @@ def test_short_runs_find_the_troughs_of_the_ringing(monkeypatch):
     patch found 158; on the full spectrum (searched compressed, settled on the exact loss) at B = 2²¹, 148 where
     they found 157. Each count is the exact first hit at the returned (ε, β), step by step. Planted: no descent
     (``_RIPPLE_STEPS = 0``) gives 158 and 157 again."""
-    from nqm.dynamics import whole_runs as wr
-
     full = nqm.NoisyQuadratic.zhang2019(10_000)
     h, counts = nqm.spectra.geometric_bins(full.h, 100)
     binned = nqm.NoisyQuadratic(h, counts * h)
@@ -526,7 +516,7 @@ def test_short_runs_find_the_troughs_of_the_ringing(monkeypatch):
         runs = tuned(p, init_var, b)
         assert runs.steps[0] == found and runs.interior[0]
         assert dynamics.steps_to_target(p, runs.optimizer(0), b, 0.01, init_var=init_var) == found
-    monkeypatch.setattr(wr, "_RIPPLE_STEPS", 0)
+    monkeypatch.setattr(search, "RIPPLE_STEPS", 0)
     for p, init_var, b, _, searched in cases:
         assert tuned(p, init_var, b).steps[0] == searched
 
@@ -535,11 +525,9 @@ def test_short_runs_find_the_troughs_of_the_ringing(monkeypatch):
 def test_fixed_step_descent_finds_the_first_step_that_reaches(scales, start):
     """Rows of E[L_t] = a/t reach target 1 first at t = ⌈min a⌉: the gallop and the bisection below ``start`` find
     that step exactly when it is below ``start``, and nothing otherwise; the rows' values at a step are kept."""
-    from nqm.dynamics import whole_runs as wr
-
     a = np.array(scales)
-    values = wr._grid_values(lambda t: a / t, a.size)
-    hit = wr._fixed_step_descent(lambda t: values(t).min() <= 1.0, start)
+    values = search.grid_values(lambda t: a / t, a.size)
+    hit = search.fixed_step_descent(lambda t: values(t).min() <= 1.0, start)
     first = int(np.ceil(a.min()))
     if first >= start:
         assert hit is None

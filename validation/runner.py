@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -110,10 +109,3 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         "--target", type=float, default=None, help="with --problem: the whole runs' target loss (default L0/100)"
     )
     return parser
-
-
-def main(argv=None) -> int:
-    """``python -m validation ARGS`` is ``nqm validate ARGS``: one front door, with its one-line user errors."""
-    from nqm.cli import main as cli_main
-
-    return cli_main(["validate", *(sys.argv[1:] if argv is None else argv)])

@@ -7,7 +7,7 @@ preconditioned by P = H^(−½), and (on zhang2019) heavy ball, each at the targ
 
 * McCandlish et al. 2018's B_crit = E_min/S_min of the fitted frontier S = S_min + E_min/B;
 * Zhang et al. 2024's B_20%: the smallest B whose steps exceed linear scaling from B₀ = 1 by 20%, beside what the
-  hyperbola predicts for it, 1.2·B₀ + 0.2·B_crit (derived in :mod:`nqm.dynamics.critical`);
+  hyperbola predicts for it, 1.2·B₀ + 0.2·B_crit (derived in :mod:`nqm.dynamics.studies.critical`);
 * B_noise at θ₀, at the target and averaged over the run in full-batch-equivalent steps ds = dt/(1 + B_noise/B),
   the average that McCandlish et al.'s App. D model equates with E_min/S_min.
 

@@ -1,6 +1,6 @@
 r"""V18 — how the critical batch size grows as the target loss falls: derived exponents against the exact solver.
 
-:mod:`nqm.dynamics.critical_scaling` derives, for h_i = i^{−a}, c_i = h_i^q, θ₀ ~ N(0, I) and d → ∞,
+:mod:`nqm.dynamics.studies.critical_scaling` derives, for h_i = i^{−a}, c_i = h_i^q, θ₀ ~ N(0, I) and d → ∞,
 
 .. math:: S_\text{min} \propto L^{-a/(a-1)},\quad E_\text{min} \propto L^{-\frac{a}{a-1}(1+\delta^+)-1},\quad
           B_\text{crit} \propto B_\text{noise}(\text{target}) \propto L^{-1/\alpha_B},\quad

@@ -3,7 +3,7 @@ r"""V19 — decaying the step against growing the batch (Smith et al. 2018, arXi
 Two staged SGD runs on zhang2019 (:func:`nqm.dynamics.smith_equivalence`): the *decay* run divides the step by
 k = 4 per stage at a fixed batch, the *growth* run multiplies the batch by 4 per stage at a fixed step; each
 stage spends the same examples at the same ε/B, the growth run in 4^j times fewer steps. Both are computed
-exactly (closed-form stage maps). :mod:`nqm.dynamics.ramps` derives that they share one limit — ε₀ → 0 at fixed
+exactly (closed-form stage maps). :mod:`nqm.dynamics.studies.ramps` derives that they share one limit — ε₀ → 0 at fixed
 ε₀/B₀ and fixed examples, the SDE — and differ from it at first order in x = ε₀κ_max with coefficients it gives
 (the contraction −κτx/r_j and the floor's x/(2r_j), propagated through the stages).
 

@@ -1,13 +1,13 @@
 r"""V20 — the local critical batch along a run (Merrill et al. 2025) and batch ramps against the constant batch.
 
-On zhang2019, every run takes the greedy step on the exact second moments (:mod:`nqm.dynamics.greedy`), so each
+On zhang2019, every run takes the greedy step on the exact second moments (:mod:`nqm.dynamics.studies.greedy`), so each
 number below is exact (no sampling).
 
 * **The local critical batch** (:func:`nqm.dynamics.local_critical_batch`): from checkpoints of the B₀ = 16 run
   at the losses L₀·0.5 … L₀·0.01, branches at B = 2^(k/4) run to the next checkpoint's loss; the local critical
   batch is the largest B up to which every branch's examples stay within 20% of the B₀ branch's. A findings table
   beside B_noise at the checkpoint, its average over the segment in full-batch-equivalent steps, and the one-step
-  law τ·B_noise + (1 + τ)B₀ of :mod:`nqm.dynamics.local_critical`.
+  law τ·B_noise + (1 + τ)B₀ of :mod:`nqm.dynamics.studies.local_critical`.
 * **Ramps** (:func:`nqm.dynamics.milestone_ramp` and App. D's :func:`nqm.dynamics.adaptive_batch_schedule`):
   Merrill's doubling at the measured local critical batch, the batch set to the local critical batch itself, a
   geometric ramp to the same final batch, and App. D's B = √(r·B_noise) (r = B₀²/B_noise(θ₀) and 4× that).

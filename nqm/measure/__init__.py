@@ -38,6 +38,9 @@ from .one_step import (
 )
 from .training import TunedSteps, steps_to_loss, tuned_steps
 
+# Modules of the face that it does not import, because they need an optional extra: import them by name.
+OPTIONAL_MODULES = ("digits",)
+
 __all__ = [
     "JaxModel",
     "LocalQuadratic",

@@ -3,7 +3,8 @@
 The public face of the package; behind it:
 
 * :mod:`.simulation` — :func:`~nqm.simulate`, the front door, which checks the arguments and picks an engine;
-* :mod:`.sfc64` — the CPU engine on SFC64 streams, tiles of replicas on threads (:mod:`.parallel`);
+* :mod:`.sfc64` — the CPU engine on SFC64 streams, tiles of replicas on threads (:mod:`.parallel`, whose
+  :func:`tile_rng` gives each tile its stream);
 * :mod:`.counter` — the engine on counter-based Philox noise (:mod:`.philox`), the same streams on NumPy and in
   the fused CUDA kernel ``cuda/fused.cu`` (:mod:`.backend` compiles it), which runs an optimiser's per-coordinate
   recurrence (:mod:`.recurrence`);
@@ -17,6 +18,7 @@ The public face of the package; behind it:
 
 from .norm_trace import gradient_norm_trace
 from .one_step import one_step_improvement
+from .parallel import tile_rng
 from .results import GradientNormTrace, LossCurve, OneStepResult, default_record, loss_curve
 from .simulation import simulate
 from .skip_ahead import simulate_checkpoints
@@ -36,4 +38,5 @@ __all__ = [
     "GradientNormTrace",
     "default_record",
     "loss_curve",
+    "tile_rng",
 ]

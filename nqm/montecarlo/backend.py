@@ -83,14 +83,14 @@ def resolve(backend: str = "numpy"):
         return cupy
     if chosen == "cupy":
         raise BackendUnavailable(f"backend 'cupy' cannot run: {reason}")
-    _notice(f"nqm: backend 'auto' uses NumPy: {reason}")
+    notice_once(f"nqm: backend 'auto' uses NumPy: {reason}")
     import numpy
 
     return numpy
 
 
 @functools.cache
-def _notice(message: str) -> None:
+def notice_once(message: str) -> None:
     print(message, file=sys.stderr)  # once per reason and process
 
 

@@ -12,11 +12,13 @@ r"""Real batch-size sweeps: steps to a target against batch size, through the cr
 * :mod:`nqm.real_sweeps.summary`: the table ``nqm frontier`` prints and the figure it draws.
 """
 
+from . import summary
 from .fit import PowerLaw, SweepFrontier, fit_sweep, linear_scaling_from_table, power_law
 from .shape import SHAPES, NqmCurve, ShapeFit, nqm_curves, power_law_problem, shape_fits
 from .table import COLUMNS, Sweep, SweepFileError, read_sweep, zhang2024
 
 __all__ = [
+    "summary",
     "COLUMNS",
     "SHAPES",
     "NqmCurve",

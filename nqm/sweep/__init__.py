@@ -28,8 +28,8 @@ Example:
 
 from .engine import InlineExecutor, run
 from .params import grid, task_seed
-from .records import load
+from .records import encode, load
 from .table import SweepResult
 from .tasks import TASKS, SweepTaskError
 
-__all__ = ["grid", "run", "load", "InlineExecutor", "SweepResult", "SweepTaskError", "TASKS", "task_seed"]
+__all__ = ["grid", "run", "load", "encode", "InlineExecutor", "SweepResult", "SweepTaskError", "TASKS", "task_seed"]

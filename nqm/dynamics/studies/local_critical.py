@@ -30,10 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_batch_size, check_batch_sizes, check_init_var, check_real
-from ..problem import NoisyQuadratic
+from ...checks import check_batch_size, check_batch_sizes, check_init_var, check_real, check_target
+from ...problem import NoisyQuadratic
 from .greedy import GreedySteps
-from .whole_runs import check_target
 
 __all__ = ["LocalCriticalBatch", "local_critical_batch"]
 

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import as_real, check_batch_size, check_batch_sizes, check_real
-from .expected import noise_scales_along, noise_scales_at
+from ...checks import as_real, check_batch_size, check_batch_sizes, check_real, check_target
+from ..moments import noise_scales_along, noise_scales_at
+from ..runs import optimal_steps_to_target
 from .frontier import fit_frontier
-from .whole_runs import check_target, optimal_steps_to_target
 
 __all__ = ["CriticalBatchSizes", "critical_batch_sizes", "linear_scaling_limit", "linear_scaling_on_frontier"]
 
@@ -38,7 +38,7 @@ BATCH_SIZES = 2.0 ** np.arange(0, 21)
 
 @dataclass(frozen=True)
 class CriticalBatchSizes:
-    r"""The definitions of :mod:`nqm.dynamics.critical` on one problem, target and optimiser family.
+    r"""The definitions of :mod:`nqm.dynamics.studies.critical` on one problem, target and optimiser family.
 
     Attributes:
         target, family: what the runs aim at and which hyper-parameters they tune.
@@ -128,7 +128,7 @@ def critical_batch_sizes(
     reference_batch: float = 1.0,
     batch_sizes=BATCH_SIZES,
 ) -> CriticalBatchSizes:
-    """Every definition of :mod:`nqm.dynamics.critical` for ``p`` and ``target`` (see there), on optimal runs of
+    """Every definition of :mod:`nqm.dynamics.studies.critical` for ``p`` and ``target`` (see there), on optimal runs of
     ``family`` (:data:`nqm.optim.FAMILIES`) at ``batch_sizes`` (default 1, 2, …, 2²⁰)."""
     tolerance = check_real("tolerance", tolerance, low=0.0, low_open=True)
     reference_batch = float(check_batch_size(check_real("reference_batch", reference_batch), single=True))

@@ -41,15 +41,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import as_real, check_batch_size, check_init_var, check_lr, check_real
-from ..noise import injected_variance
-from ..optim import sgd
-from ..problem import NoisyQuadratic, check_precond
-from .expected import sgd_variance
-from .greedy import GreedySteps
+from ...checks import as_real, check_batch_size, check_init_var, check_lr, check_real, check_target
+from ...noise import injected_variance
+from ...optim import sgd
+from ...problem import NoisyQuadratic, check_precond
+from ..moments import sgd_variance
+from ..runs import steps_to_target
+from .greedy import GreedyRun, GreedySteps, greedy_ramp
 from .local_critical import LocalCriticalBatch
-from .schedules import GreedyRun, greedy_ramp
-from .whole_runs import check_target, steps_to_target
 
 __all__ = [
     "StagedRun",
@@ -109,7 +108,7 @@ def staged_run(p: NoisyQuadratic, lr, batch_sizes, steps, *, target=None, init_v
     r"""SGD with step ``lr[j]`` and batch ``batch_sizes[j]`` for ``steps[j]`` steps, stage after stage, exactly.
 
     Each stage is the closed form :math:`V \leftarrow (1 - \epsilon_j\kappa)^{2n_j}(V - W_j) + W_j` per coordinate
-    (see :mod:`nqm.dynamics.ramps`); with a ``target``, the first step below it is found inside the stage where
+    (see :mod:`nqm.dynamics.studies.ramps`); with a ``target``, the first step below it is found inside the stage where
     it lies by :func:`~nqm.dynamics.steps_to_target` started from that stage's moments.
 
     Example:

@@ -1,5 +1,5 @@
-"""Step-size schedules for SGD on the NQM: the greedy schedule (McCandlish et al. 2018) and optimal
-piecewise-constant schedules (Zhang et al. 2019, Z6).
+"""Optimal piecewise-constant step-size schedules for SGD on the NQM (Zhang et al. 2019, Z6); the greedy schedule
+is :mod:`.greedy`'s.
 
 A schedule of K pieces runs ε_k for n_k steps. Per coordinate of H's basis each piece maps the second
 moment exactly (the SGD closed form, ``nqm.dynamics``):
@@ -20,21 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from ..checks import check_batch_size, check_init_var
-from ..noise import injected_variance
-from ..problem import NoisyQuadratic, check_precond
-from .expected import log_abs_one_minus
-from .greedy import GreedySteps
-from .whole_runs import check_target, optimal_steps_to_target
+from ...checks import check_init_var, check_target
+from ...noise import injected_variance
+from ...problem import NoisyQuadratic, check_precond
+from ..moments import log_abs_one_minus
+from ..runs import optimal_steps_to_target
 
-__all__ = [
-    "GreedyRun",
-    "greedy_schedule",
-    "adaptive_batch_schedule",
-    "greedy_ramp",
-    "PiecewiseSchedule",
-    "optimal_piecewise_schedule",
-]
+__all__ = ["PiecewiseSchedule", "optimal_piecewise_schedule"]
 
 
 @dataclass
@@ -175,91 +167,3 @@ def optimal_piecewise_schedule(
         lo, hi = (lo, mid) if meets(mid) else (mid, hi)
     n_int[-1] = hi
     return PiecewiseSchedule(eps, n_int, float(n_int.sum()), float(n_cont.sum()), model.loss(eps, n_int))
-
-
-@dataclass
-class GreedyRun:
-    """A greedy run: step sizes (T,), batch sizes (T,), expected losses (T+1,), the steps it took (inf if the
-    cap came first) and the examples it used (Σ B_t)."""
-
-    lr: np.ndarray
-    loss: np.ndarray
-    steps: float
-    batch_sizes: np.ndarray
-    examples: float
-
-
-def _greedy(p, batch_rule, steps, init_var, precond, target) -> GreedyRun:
-    """Greedy steps with B_t = batch_rule(b_noise_t, loss_t): B_noise = tr(P²HΣ)/tr(P²H³M_t) and E[L_t] now."""
-    if steps is None and target is None:
-        raise ValueError("give steps, or target (with steps as an optional cap)")
-    if target is not None:
-        target = check_target(target)
-    greedy = GreedySteps(p, precond)
-    cap = int(steps) if steps is not None else 10**7
-    v = np.array(check_init_var(init_var, p.d), dtype=np.float64)[None, :]
-    lrs, batches, losses = [], [], [float(greedy.loss(v)[0])]
-    for _ in range(cap):
-        if target is not None and losses[-1] <= target:
-            break
-        b = float(batch_rule(float(greedy.b_noise(v)[0]), losses[-1]))
-        v, eps, _ = greedy.step(v, np.array([b]))
-        lrs.append(float(eps[0]))
-        batches.append(b)
-        losses.append(float(greedy.loss(v)[0]))
-    reached = target is None or losses[-1] <= target
-    n = len(lrs) if reached else float("inf")
-    return GreedyRun(np.array(lrs), np.array(losses), n, np.array(batches), float(np.sum(batches)) if reached else n)
-
-
-def greedy_schedule(
-    p: NoisyQuadratic, batch_size, steps: int | None = None, *, init_var=1.0, precond=None, target=None
-) -> GreedyRun:
-    """At every step the step size that maximises the expected improvement given the current moments.
-
-    .. math:: \\epsilon_t = \\frac{\\operatorname{tr}(PH^2M_t)}{\\operatorname{tr}(P^2H^3M_t)
-              + \\operatorname{tr}(P^2H\\Sigma)/B},\\qquad M_t = \\mathbb E[\\theta_t\\theta_t^\\top]
-
-    (McCandlish et al. 2018, arXiv:1812.06162, eq. 2.6 with ``|G|²`` → ``E|G|²``, and App. D), then the exact SGD
-    moment update ``V ← (1 − ε_t p h)²V + ε_t²p²c/B``. Runs ``steps`` steps, or until E[L] ≤ ``target``
-    (then ``steps`` caps the run; inf steps when the cap is reached first).
-    """
-    b = float(check_batch_size(batch_size, single=True))
-    return _greedy(p, lambda b_noise, loss: b, steps, init_var, precond, target)
-
-
-def greedy_ramp(
-    p: NoisyQuadratic, batch_rule, target, *, init_var=1.0, precond=None, max_steps: int = 10**7
-) -> GreedyRun:
-    """Greedy steps with the batch size chosen before every step by ``batch_rule(b_noise, loss)``, to ``target``.
-
-    ``b_noise`` is B_noise = tr(P²HΣ)/tr(P²H³M_t) of the current second moments and ``loss`` the current E[L];
-    the rule returns a batch size ≥ 1 and the step is the greedy one for it (:func:`greedy_schedule`). A rule of
-    the loss alone is a batch ramp in loss milestones (:func:`nqm.dynamics.milestone_ramp`); App. D's rule of
-    B_noise alone is :func:`adaptive_batch_schedule`. Inf steps when ``max_steps`` comes first.
-    """
-    if not callable(batch_rule):
-        raise TypeError(f"batch_rule must be a callable (b_noise, loss) -> batch size, got {batch_rule!r}")
-    target = check_target(target)
-
-    def checked_rule(b_noise, loss):
-        return float(check_batch_size(batch_rule(b_noise, loss), single=True))
-
-    return _greedy(p, checked_rule, max_steps, init_var, precond, target)
-
-
-def adaptive_batch_schedule(
-    p: NoisyQuadratic, exchange_rate, target, *, init_var=1.0, precond=None, max_steps: int = 10**7
-) -> GreedyRun:
-    """Greedy steps with the batch size of McCandlish et al. App. D: ``B_t = √(r·B_noise(t))``.
-
-    ``B_noise(t) = tr(P²HΣ)/tr(P²H³M_t)`` is the noise scale of the current second moments (ratio of
-    expectations) and ``r`` the exchange rate of steps for examples (r = B²/B_noise at the optimum). The
-    step size is the greedy one for B_t. In App. D's continuous model this costs
-    S/S_min − 1 = γ/(E/E_min − 1) with γ = (∫√B_noise ds)²/(S_min·E_min) ≤ 1 against 1 for any constant B;
-    ``nqm validate`` measures how well that holds on the exact dynamics.
-    """
-    r = float(exchange_rate)
-    if not np.isfinite(r) or r <= 0:
-        raise ValueError(f"exchange_rate must be finite and > 0, got {exchange_rate!r}")
-    return _greedy(p, lambda b_noise, loss: max(1.0, np.sqrt(r * b_noise)), max_steps, init_var, precond, target)

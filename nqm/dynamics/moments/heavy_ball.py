@@ -70,7 +70,7 @@ def heavy_ball_variance(lam, noise_var, v0, beta, t):
     .. math:: \mathbb E[x_t^2] = V_0 W_t^2 + q S_t
 
     with the homogeneous response ``W_t`` and the accumulated noise ``S_t = Σ_{j<t} U_j²`` of
-    :mod:`nqm.dynamics.heavy_ball`, each formed without cancellation (also near β → 1 at critical damping).
+    :mod:`nqm.dynamics.moments.heavy_ball`, each formed without cancellation (also near β → 1 at critical damping).
     Integer ``t`` (as floats or integers); needs 0 < β < 1 and 0 < λ < 2(1 + β) (a stable run); arrays
     broadcast.
     """

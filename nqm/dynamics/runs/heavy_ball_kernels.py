@@ -6,8 +6,8 @@ step, whose objective is the continuous first crossing of ``E[L_t] = target``, b
 crossing and narrowed by interpolating log(E[L_t] − L∞) in t) in ``search_heavy_ball``, the crossings of given
 points in ``cross_points``, E[L_t] over a grid at fixed t for the descent of short runs in
 ``fixed_step_curve``, the feasible step in ``feasible_lr`` and the branch-and-bound scan of earlier steps
-in ``first_hit_pruned``. :mod:`nqm.dynamics.whole_runs` keeps the algorithm and its constants (passed in) and
-its NumPy code is the reference. The closed form per coordinate is :mod:`nqm.dynamics.heavy_ball`'s,
+in ``first_hit_pruned``. :mod:`nqm.dynamics.runs.search` keeps the algorithm and its constants (passed in) and
+its NumPy code is the reference. The closed form per coordinate is :mod:`nqm.dynamics.moments.heavy_ball`'s,
 
 .. math:: \mathbb E[x_t^2] = V_0 W_t^2 + q S_t,
 
@@ -20,7 +20,7 @@ transcendental functions are not NumPy's, and the series keeps its orders per co
 value none of the forms gives (NaN) is left to the caller, who searches it with NumPy.
 
 The functions release the GIL, so batch sizes (or points) run on threads (:mod:`nqm.threads`). Numba compiles
-them on first use (about 9 s; cached on disk after that). Only :mod:`nqm.dynamics.whole_runs` imports this
+them on first use (about 9 s; cached on disk after that). Only :mod:`nqm.dynamics.runs.compiled` imports this
 module, and only when numba is installed.
 
 Reference: Zhang et al. 2019 (arXiv:1907.04164), §3 and App. A (heavy ball on the NQM).
@@ -33,28 +33,36 @@ import math
 import numba
 import numpy as np
 
-from ..threads import run_tasks, thread_count
-from .heavy_ball import DIRECT_STEPS, FAULHABER, MAX_CONDITION, SERIES_K, SERIES_N, SERIES_RADIUS, SINHC_SQUARED
+from ...threads import run_tasks, thread_count
+from ..moments.heavy_ball import (
+    DIRECT_STEPS,
+    FAULHABER,
+    MAX_CONDITION,
+    SERIES_K,
+    SERIES_N,
+    SERIES_RADIUS,
+    SINHC_SQUARED,
+)
 
 __all__ = ["search_heavy_ball", "cross_points", "fixed_step_curve", "first_hit_pruned", "feasible_lr"]
 
 _jit = numba.njit(cache=True, nogil=True, error_model="numpy")  # IEEE division: x/0 is inf or NaN, as in NumPy
 _OVER, _UNDER, _CRITICAL = 0, 1, 2  # a coordinate's roots: real and distinct, complex, equal
-# a point's table: 18 rows of constants (``_tables``), then, at the t last evaluated, sin(tφ), cos(tφ), each
+# a point's table: 18 rows of constants (``fill_tables``), then, at the t last evaluated, sin(tφ), cos(tφ), each
 # coordinate's term of E[L_t] and whether that term is final (``_underdamped_terms``)
 _TABLE_ROWS = 22
 _SIN, _COS, _TERM, _FINAL = 18, 19, 20, 21
 
 
 @_jit
-def _new_table(d):
+def new_table(d):
     """An empty table and forms for ``d`` coordinates."""
     return np.empty((_TABLE_ROWS, d)), np.empty(d, dtype=np.int8)
 
 
 # π/2 split into 30 + 30 + 53 bits (their sum within 2⁻¹¹⁵ of π/2), so that n·P₁ and n·P₂ are exact for n < 2²³
-_HALF_PI = tuple(float.fromhex(x) for x in ("0x1.921fb548p+0", "-0x1.de973dc8p-31", "-0x1.9d9cceba3f91fp-62"))
-_PHASES_REDUCED = 2.0**21  # t below which t·φ < 2²¹π (φ ≤ π): n = round(2tφ/π) < 2²³
+HALF_PI = tuple(float.fromhex(x) for x in ("0x1.921fb548p+0", "-0x1.de973dc8p-31", "-0x1.9d9cceba3f91fp-62"))
+PHASES_REDUCED = 2.0**21  # t below which t·φ < 2²¹π (φ ≤ π): n = round(2tφ/π) < 2²³
 # Taylor coefficients of sin z/z − 1 and of cos z − 1 + z²/2 in z², to z¹⁸: on |z| ≤ π/4 the first term left out
 # is below 1e-19 (highest order first, for Horner's rule)
 _SIN_TAYLOR = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(8, 0, -1))
@@ -70,13 +78,13 @@ def _horner(coefficients, x):
 
 
 @_jit
-def _sincos(x):
+def sincos(x):
     r"""(sin x, cos x) for 0 ≤ x < 2²¹π, within 2.3e-16 of the C library's: x reduced by the nearest multiple
     nπ/2 in three exact parts (Cody and Waite), then Taylor series on |z| ≤ π/4 and the quadrant n mod 4.
     Written without calls or branches so that a loop over coordinates runs on SIMD lanes (libm's sin and cos,
     one coordinate at a time, were two thirds of an evaluation of E[L_t])."""
     n = math.floor(x * (2 / math.pi) + 0.5)
-    z = ((x - n * _HALF_PI[0]) - n * _HALF_PI[1]) - n * _HALF_PI[2]
+    z = ((x - n * HALF_PI[0]) - n * HALF_PI[1]) - n * HALF_PI[2]
     zz = z * z
     s = z + z * zz * _horner(_SIN_TAYLOR, zz)
     c = (1.0 - 0.5 * zz) + zz * zz * _horner(_COS_TAYLOR, zz)
@@ -91,9 +99,9 @@ def _phases(t, table):
     """sin(tφ), cos(tφ) of every coordinate into the table's rows _SIN and _COS (meaningless where a coordinate is
     not underdamped); for large t (reduction not exact) with the C library's."""
     phi = table[0]
-    if t < _PHASES_REDUCED:
+    if t < PHASES_REDUCED:
         for j in range(phi.size):
-            table[_SIN, j], table[_COS, j] = _sincos(t * phi[j])
+            table[_SIN, j], table[_COS, j] = sincos(t * phi[j])
     else:
         for j in range(phi.size):
             table[_SIN, j], table[_COS, j] = math.sin(t * phi[j]), math.cos(t * phi[j])
@@ -124,7 +132,7 @@ def _feasible_lr(beta, kappa, noise, half_h, target):
 
 
 @_jit
-def _tables(eps, beta, kappa, noise, v0, half_h, table, form):
+def fill_tables(eps, beta, kappa, noise, v0, half_h, table, form):
     """Per coordinate, the constants of E[x_t²] that do not depend on t (the NumPy module's tables), ½h·V₀ and
     ½h·q in rows 14 and 15, and what the near-critical forms need, ψ² and σ, in rows 16 and 17."""
     rho, c = math.sqrt(beta), math.log(beta)
@@ -184,13 +192,13 @@ def _tables(eps, beta, kappa, noise, v0, half_h, table, form):
 
 
 @_jit
-def _loss_at(t, table, form):
+def loss_at(t, table, form):
     """E[L_t] = Σ ½h(V₀W_t² + qS_t), each coordinate by the first of its forms whose condition is small: the
     underdamped coordinates whose backward sum is well conditioned (most of them) in one pass on SIMD lanes
     (``_underdamped_terms``), the others by ``_parts``; the same values either way, added in the same order."""
     # every coordinate decays with the same log β (row 1): its exponentials are taken once
     e_c, em_c = math.exp(t * table[1, 0]), math.expm1(t * table[1, 0])
-    simd = t > 0 and t < _PHASES_REDUCED
+    simd = t > 0 and t < PHASES_REDUCED
     if simd:
         _underdamped_terms(t, e_c, table, form)
     else:
@@ -217,7 +225,7 @@ def _underdamped_terms(t, e_c, table, form):
     ``_parts``' backward sum, marked final where that is well conditioned; the other marks are 0. Every
     coordinate is computed alike, without branches, so that the loop runs on SIMD lanes."""
     for j in range(form.size):
-        s0, cos_t = _sincos(t * table[0, j])
+        s0, cos_t = sincos(t * table[0, j])
         table[_SIN, j], table[_COS, j] = s0, cos_t
         s1 = s0 * table[12, j] + cos_t * table[13, j]
         squares = table[3, j] * s1 * s1 + table[4, j] * s0 * s0
@@ -302,7 +310,8 @@ def _sinhc_even(z, k):
 @_jit
 def _near_critical_noise_sum(t, log_beta, psi_sq, sign):
     """S_t where the backward and forward forms both cancel: the split backward form where its condition is
-    small, else the small-argument series (t > 8), else the terms themselves (:mod:`nqm.dynamics.heavy_ball`)."""
+    small, else the small-argument series (t > 8), else the terms themselves
+    (:mod:`nqm.dynamics.moments.heavy_ball`)."""
     value, condition = _split_noise_sum(t, log_beta, psi_sq, sign)
     if condition <= MAX_CONDITION:
         return value
@@ -380,10 +389,10 @@ def _direct_noise_sum(t, log_beta, psi_sq):
 
 @_jit
 def _first_crossing(eps, beta, row, guess, options, work):
-    """(first step, continuous crossing, True) of E[L_t] = target: whole_runs' bracketing and narrowing for one
-    row, the step being the bracket's upper end (the first integer crossing once the bracket is one step wide);
-    inf where the run is unstable or its stationary loss is not below the target; (NaN, NaN, False) where a value
-    is not a number (the caller's NumPy search takes the row over)."""
+    """(first step, continuous crossing, True) of E[L_t] = target: ``crossing.first_crossing``'s bracketing and
+    narrowing for one row, the step being the bracket's upper end (the first integer crossing once the bracket is one
+    step wide); inf where the run is unstable or its stationary loss is not below the target; (NaN, NaN, False) where
+    a value is not a number (the caller's NumPy search takes the row over)."""
     kappa, noise, v0, half_h, target = row
     stride, rel_tol, narrowing, loose = options
     table, form = work
@@ -393,7 +402,7 @@ def _first_crossing(eps, beta, row, guess, options, work):
     if not (l_inf < target):
         return np.inf, np.inf, True
     goal = math.log(target - l_inf)
-    _tables(eps, beta, kappa, noise, v0, half_h, table, form)
+    fill_tables(eps, beta, kappa, noise, v0, half_h, table, form)
     start = 0.0
     for j in range(kappa.size):
         start += half_h[j] * v0[j]
@@ -401,7 +410,7 @@ def _first_crossing(eps, beta, row, guess, options, work):
         return 0.0, 0.0, True
     y0 = math.log(max(start - l_inf, 1e-300)) - goal
     k = max(math.ceil(guess if math.isfinite(guess) else 1.0), 1.0)
-    value = _loss_at(k, table, form)
+    value = loss_at(k, table, form)
     if math.isnan(value):
         return np.nan, np.nan, False
     y = math.log(max(value - l_inf, 1e-300)) - goal
@@ -416,7 +425,7 @@ def _first_crossing(eps, beta, row, guess, options, work):
         probe = lo if hi_ok else hi
         if not hi_ok and not probe < 2.0**50:
             return np.inf, np.inf, True
-        value = _loss_at(probe, table, form)
+        value = loss_at(probe, table, form)
         if math.isnan(value):
             return np.nan, np.nan, False
         y = math.log(max(value - l_inf, 1e-300)) - goal
@@ -442,7 +451,7 @@ def _first_crossing(eps, beta, row, guess, options, work):
         if i % 3 == 2 or not math.isfinite(k):
             k = math.floor(0.5 * (lo + hi))
         k = min(max(k, lo + 1), hi - 1)
-        value = _loss_at(k, table, form)
+        value = loss_at(k, table, form)
         if math.isnan(value):
             return np.nan, np.nan, False
         y = math.log(max(value - l_inf, 1e-300)) - goal
@@ -461,7 +470,7 @@ _GOLDEN = (math.sqrt(5) - 1) / 2
 
 @_jit
 def _golden_start(lo, hi):
-    """The two interior points of a golden section of [lo, hi] (whole_runs' ``_golden_min``)."""
+    """The two interior points of a golden section of [lo, hi] (``golden.golden_min``)."""
     return hi - _GOLDEN * (hi - lo), lo + _GOLDEN * (hi - lo)
 
 
@@ -521,7 +530,7 @@ def _best_lr(s, guess, row, steps, options, seen, work):
 @_jit
 def _search_row(row, lo, hi, steps, outer, options, seen):
     """The nested search for one batch size; False where it met a coordinate it cannot evaluate."""
-    work = _new_table(row[0].size)
+    work = new_table(row[0].size)
     seen[0] = np.inf
     _, ok = _best_lr(lo, np.inf, row, steps, options, seen, work)  # s's low end: β → 1, where small batches go
     if not ok:
@@ -584,7 +593,7 @@ def search_heavy_ball(kappa, noise, v0, half_h, target, lo, hi, *, steps, outer,
 
 @_jit
 def _cross_each(eps, beta, which, guess, kappa, noise, v0, half_h, target, options, steps, cont, ok):
-    work = _new_table(kappa.size)
+    work = new_table(kappa.size)
     for m in range(eps.size):
         row = (kappa, noise[which[m]], v0, half_h, target)
         steps[m], cont[m], ok[m] = _first_crossing(eps[m], beta[m], row, guess[m], options, work)
@@ -592,7 +601,7 @@ def _cross_each(eps, beta, which, guess, kappa, noise, v0, half_h, target, optio
 
 def cross_points(eps, beta, which, guess, kappa, noise, v0, half_h, target, *, options):
     """(first step, continuous crossing, ok) of E[L_t] = target at points (ε, β) of batch sizes ``which`` (rows
-    of ``noise``), each bracketed from its ``guess``: whole_runs' ``_first_crossing``, ``options`` = (bracket
+    of ``noise``), each bracketed from its ``guess``: ``crossing.first_crossing``, ``options`` = (bracket
     stride, relative tolerance, narrowing probes at that tolerance, looser tolerance after them)."""
     eps, beta, guess = (np.ascontiguousarray(x, dtype=np.float64).ravel() for x in (eps, beta, guess))
     kappa, noise, v0, half_h = (np.ascontiguousarray(x, dtype=np.float64) for x in (kappa, noise, v0, half_h))
@@ -615,20 +624,20 @@ def cross_points(eps, beta, which, guess, kappa, noise, v0, half_h, target, *, o
 @_jit
 def _grid_tables(eps, beta, kappa, noise, v0, half_h, tables, forms):
     for g in range(eps.size):
-        _tables(eps[g], beta[g], kappa, noise, v0, half_h, tables[g], forms[g])
+        fill_tables(eps[g], beta[g], kappa, noise, v0, half_h, tables[g], forms[g])
 
 
 @_jit
 def _grid_values(t, tables, forms, out):
     for g in range(out.size):
-        value = _loss_at(t, tables[g], forms[g])
+        value = loss_at(t, tables[g], forms[g])
         out[g] = np.inf if math.isnan(value) else value
 
 
 @_jit
 def _grid_reaches(t, tables, forms, target):
     for g in range(forms.shape[0]):
-        if _loss_at(t, tables[g], forms[g]) <= target:
+        if loss_at(t, tables[g], forms[g]) <= target:
             return True
     return False
 
@@ -662,7 +671,8 @@ def fixed_step_curve(eps, beta, kappa, noise, v0, half_h) -> _FixedStepCurve:
 @_jit
 def _lower_bound(first, last, table, form):
     """A lower bound of E[L_t] over the integers t in [first, last]: S_t ≥ S_first, and W_t² above its envelope
-    (:meth:`nqm.dynamics.heavy_ball.HeavyBallMoments.lower_bound`, whose arithmetic this follows), shrunk by 1e-9."""
+    (:meth:`nqm.dynamics.moments.heavy_ball.HeavyBallMoments.lower_bound`, whose arithmetic this follows), shrunk
+    by 1e-9."""
     e_c, em_c = math.exp(first * table[1, 0]), math.expm1(first * table[1, 0])
     _phases(first, table)
     total = 0.0
@@ -691,11 +701,11 @@ def _lower_bound(first, last, table, form):
 
 @_jit
 def _first_hit_pruned(eps, beta, kappa, noise, v0, half_h, target, until, budget, leaf):
-    """whole_runs' ``_first_hit_pruned`` for one heavy-ball run: the first integer t < ``until`` with
+    """``crossing.first_hit_pruned`` for one heavy-ball run: the first integer t < ``until`` with
     E[L_t] ≤ target (``until`` if none), by branch and bound on intervals of t; −1 once more than ``budget``
     coordinate-steps are spent; −2 where a value is not a number."""
-    table, form = _new_table(kappa.size)
-    _tables(eps, beta, kappa, noise, v0, half_h, table, form)
+    table, form = new_table(kappa.size)
+    fill_tables(eps, beta, kappa, noise, v0, half_h, table, form)
     d = kappa.size
     stack = np.empty((256, 2), dtype=np.int64)  # (first, last); the leftmost interval on top
     ends = np.empty(128, dtype=np.int64)
@@ -719,7 +729,7 @@ def _first_hit_pruned(eps, beta, kappa, noise, v0, half_h, target, until, budget
         if last - first < leaf:
             spent += (last - first + 1) * d
             for t in range(first, last + 1):
-                value = _loss_at(float(t), table, form)
+                value = loss_at(float(t), table, form)
                 if math.isnan(value):
                     return -2
                 if value <= target:
@@ -738,9 +748,9 @@ def _first_hit_pruned(eps, beta, kappa, noise, v0, half_h, target, until, budget
 
 def first_hit_pruned(eps, beta, kappa, noise, v0, half_h, target, until, budget, leaf):
     """The first integer t < ``until`` at which the heavy-ball run (ε, β) of one batch size (``noise``, (d,)) has
-    E[L_t] ≤ target, ``until`` if none, by branch and bound with leaves of ``leaf`` steps: whole_runs'
-    ``_first_hit_pruned``. None where that would spend more than ``budget`` coordinate-steps; NaN where a value is
-    not a number (the caller's NumPy scan then decides)."""
+    E[L_t] ≤ target, ``until`` if none, by branch and bound with leaves of ``leaf`` steps:
+    ``crossing.first_hit_pruned``. None where that would spend more than ``budget`` coordinate-steps; NaN where a
+    value is not a number (the caller's NumPy scan then decides)."""
     kappa, noise, v0, half_h = (np.ascontiguousarray(x, dtype=np.float64) for x in (kappa, noise, v0, half_h))
     budget = float(min(budget, 1e300))
     hit = _first_hit_pruned(
@@ -757,7 +767,7 @@ def _feasible_lrs(beta, kappa, noise, half_h, target, out):
 
 def feasible_lr(beta, kappa, noise, half_h, target):
     """Per row of ``noise`` ((n, d)) and its β and target (scalars or (n,)), the ε just below the stability edge at
-    which the stationary loss reaches the target: whole_runs' ``_TunedLoss.feasible_lr`` (42 halvings in log ε)."""
+    which the stationary loss reaches the target: ``tuned_losses.TunedLoss.feasible_lr`` (42 halvings in log ε)."""
     n = noise.shape[0]
     beta, target = (np.ascontiguousarray(np.broadcast_to(x, (n,)), dtype=np.float64) for x in (beta, target))
     kappa, noise, half_h = (np.ascontiguousarray(x, dtype=np.float64) for x in (kappa, noise, half_h))

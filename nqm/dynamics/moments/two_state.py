@@ -10,7 +10,7 @@ recursion from the state (x_0, y_0), then, for any initial second moments,
 
 (the moment map is linear, and the stationary covariance is its fixed point). Each form is O(1) per
 coordinate and step, against O(log t) matrix products for powering the moment map
-(``nqm.dynamics.expected.powered_second_moments``), which the tests use as an oracle beside step-by-step
+(``nqm.dynamics.moments.expected.powered_second_moments``), which the tests use as an oracle beside step-by-step
 recursions.
 
 References: Zhang et al. 2019 (arXiv:1907.04164), §3 and App. A (momentum and EMA on the NQM).
@@ -20,14 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .heavy_ball import HeavyBallMoments, heavy_ball_stationary, heavy_ball_variance
-
 __all__ = [
-    "heavy_ball_variance",
     "ema_variance",
-    "heavy_ball_stationary",
     "ema_stationary",
-    "HeavyBallMoments",
     "EmaMoments",
     "TwoStateMoments",
     "two_state_stationary",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import as_real, check_batch_sizes
+from ...checks import as_real, check_batch_sizes
 
 __all__ = ["fit_frontier", "fit_frontiers"]
 

@@ -1,7 +1,7 @@
 r"""A long spectrum compressed into a few weighted coordinates, for searching hyper-parameters on it.
 
 A linear optimiser's expected loss is a sum over coordinates of two functions of the coordinate's curvature
-κ = p·h (:mod:`nqm.dynamics.moments`, :mod:`nqm.dynamics.heavy_ball`):
+κ = p·h (:mod:`nqm.dynamics.moments`, :mod:`nqm.dynamics.moments.heavy_ball`):
 
 .. math:: \mathbb E[L_t] = \sum_i a_i\,W_t(\epsilon\kappa_i)^2 + b_i\,\epsilon^2 S_t(\epsilon\kappa_i),
           \qquad a_i = \tfrac12 h_i V_{0,i},\quad b_i = \tfrac12 h_i p_i^2 c_i / B,

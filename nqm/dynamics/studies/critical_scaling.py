@@ -50,10 +50,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from ..checks import check_init_var, check_real
-from ..problem import NoisyQuadratic, check_precond
-from ..spectra import power_law_bins
-from .whole_runs import check_target, optimal_steps_to_target
+from ...checks import check_init_var, check_real, check_target
+from ...problem import NoisyQuadratic, check_precond
+from ...spectra import power_law_bins
+from ..runs import optimal_steps_to_target
 
 __all__ = [
     "large_batch_steps",
@@ -87,7 +87,8 @@ class SmallBatchLimit:
 
 
 def small_batch_examples(p: NoisyQuadratic, target, *, init_var=1.0, precond=None) -> SmallBatchLimit:
-    r"""E_min: the fewest examples to ``target`` as B → 0 (continuous time, see :mod:`nqm.dynamics.critical_scaling`),
+    r"""E_min: the fewest examples to ``target`` as B → 0 (continuous time, see
+    :mod:`nqm.dynamics.studies.critical_scaling`),
 
     .. math:: E_\text{min} = \min_{\tau:\,G(\tau) < L} \frac{\tau N(\tau)}{L - G(\tau)},
 
@@ -156,7 +157,7 @@ class ScalingExponents:
 
 def scaling_exponents(exponent: float, noise_exponent: float) -> ScalingExponents:
     r"""The exponents of S_min, E_min and B_crit (= B_noise at the end of the optimal run) in the target L for
-    h_i = i^{−a}, c_i = h_i^q, θ₀ ~ N(0, I), d → ∞ (derived in :mod:`nqm.dynamics.critical_scaling`):
+    h_i = i^{−a}, c_i = h_i^q, θ₀ ~ N(0, I), d → ∞ (derived in :mod:`nqm.dynamics.studies.critical_scaling`):
 
     .. math:: S_\text{min} \propto L^{-a/(a-1)},\quad
               E_\text{min} \propto L^{-\frac{a}{a-1}(1 + \delta^+) - 1},\quad
