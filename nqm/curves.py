@@ -4,8 +4,8 @@
 and its standard error) both return a :class:`LossCurve`, as ``scipy.stats`` returns one result class whatever
 its ``method=``. A curve is array-like over its ``mean``: NumPy functions, arithmetic and indexing see the
 mean, so ``expected_loss(...)[-1]`` or ``np.log(curve)`` read as they would on an array, while ``steps``,
-``sem`` and ``n`` stay at hand. The steps a curve is recorded at are checked here too (:func:`check_record`), and
-a sampled curve is formed from its replicas' losses (:func:`loss_curve`), for every simulator.
+``sem`` and ``n`` stay at hand. The steps a curve is recorded at are checked here too (``check_record``), and
+a sampled curve is formed from its replicas' losses (``loss_curve``), for every simulator.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def default_record(steps: int, points: int = 40) -> np.ndarray:
 
 def check_record(steps: int, record) -> np.ndarray:
     """The steps ``at`` as asked for (order and repeats kept): a non-empty 1-D array of integers in [0, steps]
-    (default: :func:`default_record`). The engines run the sorted unique steps; :func:`as_asked` puts the curve
+    (default: ``default_record``). The engines run the sorted unique steps; :func:`as_asked` puts the curve
     back in the order asked for, as :func:`nqm.dynamics.expected_loss` returns it."""
     if record is None:
         return default_record(steps)

@@ -96,12 +96,24 @@ __all__ = [
     "adam",
     "adamw",
     "normalized_sgd",
+    "qhm",
+    "lion",
+    "Qhm",
+    "Lion",
     "as_optimizer",
     "split_average",
     "require_linear",
     "require_no_decay",
     "stable_lr_bound",
     "FAMILIES",
+    "TunedFamily",
+    "SGD",
+    "HEAVY_BALL",
+    "NESTEROV",
+    "EMA",
+    "QHM",
+    "qhm_family",
+    "tuned_family",
 ]
 
 
@@ -119,6 +131,7 @@ _RANGES = {
     "lr": (0.0, np.inf, True, True),
     "momentum": (0.0, 1.0, False, True),
     "gamma": (0.0, 1.0, False, True),
+    "nu": (0.0, 1.0, False, False),
     "beta1": (0.0, 1.0, False, True),
     "beta2": (0.0, 1.0, False, True),
     "eps": (0.0, np.inf, True, True),
@@ -205,6 +218,13 @@ class _Linear(Optimizer):
         """m, the number of state components per coordinate."""
         return len(self.initial)
 
+    def closed_form(self, forms, lam, sigma, v0):
+        """t ↦ E[(loss component)_t²] (T, n) at integer steps t (T, 1) in closed form, picked from ``forms``
+        (:mod:`nqm.dynamics.moments.forms`, handed in by the exact engines) for the per-coordinate ``lam`` = εph,
+        noise ``sigma`` = εp√(c/B) and start ``v0``; None where this optimiser has none there (the engines then
+        power its moment map)."""
+        return None
+
     @abstractmethod
     def transition(self, lam):
         """(F (..., m, m), g (..., m)) per coordinate for ``lam`` = εph (...): s' = F s + g σ z.
@@ -269,6 +289,9 @@ class Sgd(_Decaying):
         lam = np.asarray(lam, dtype=np.float64)
         return (1.0 - lam - self.decoupled_rate)[..., None, None], np.full(lam.shape + (1,), -1.0)
 
+    def closed_form(self, forms, lam, sigma, v0):
+        return lambda t: forms.sgd_variance(lam + self.decoupled_rate, sigma**2, v0, t)
+
     def init(self, x):
         return (x,)
 
@@ -310,6 +333,14 @@ class HeavyBall(_Decaying):
         g[..., 0] = -1.0
         return f, g
 
+    def closed_form(self, forms, lam, sigma, v0):
+        if not self.decoupled_rate and np.all((lam > 0) & (lam < 2 * (1 + self.momentum))):
+            return forms.HeavyBallMoments(lam, sigma**2, v0, self.momentum).at
+        f, g = self.transition(lam)  # decoupled decay: θ_{−1} = θ₀/(1 − δ), not heavy ball's AR(2) start
+        if forms.stable_two_state(f):
+            return forms.TwoStateMoments(f, g * sigma[:, None], v0, self.initial).at
+        return None
+
     def init(self, x):
         return (x, x * 0)
 
@@ -338,6 +369,12 @@ class Nesterov(_Linear):
         g[..., 0], g[..., 1] = -(1.0 + beta), 1.0
         return f, g
 
+    def closed_form(self, forms, lam, sigma, v0):
+        if not np.all((lam > 0) & (lam < NESTEROV.stable_lr_bound(self.momentum))):
+            return None
+        f, g = self.transition(lam)
+        return forms.TwoStateMoments(f, g * sigma[:, None], v0, self.initial).at
+
     def init(self, x):
         return (x, x * 0)
 
@@ -345,6 +382,51 @@ class Nesterov(_Linear):
         x, v = state
         v = self.momentum * v + step
         return (x - self.lr * (step + self.momentum * v), v)
+
+
+@dataclass(frozen=True, eq=False)
+class Qhm(_Linear):
+    r"""Quasi-hyperbolic momentum (Ma & Yarats 2019, arXiv:1810.06801, as in their PyTorch code):
+    ``m ← βm + (1 − β)Pg``, ``θ ← θ − ε[(1 − ν)Pg + νm]``, m₀ = 0. ν = 1 is heavy ball with the step ε(1 − β)
+    (the "normalised" momentum), ν = 0 is SGD.
+
+    Its transition on (θ, εm), with εPg = λθ + σz:
+
+    .. math:: \epsilon m' = \beta\,\epsilon m + (1 - \beta)(\lambda\theta + \sigma z),\qquad
+              \theta' = \theta - (1 - \nu\beta)(\lambda\theta + \sigma z) - \nu\beta\,\epsilon m,
+
+    stable iff λ < 2(1 + β)/(1 + β(1 − 2ν)) (Jury's conditions: det F = β(1 − (1 − ν)λ) and
+    1 ± tr F + det F > 0)."""
+
+    lr: float
+    momentum: float
+    nu: float
+    precond: Any = None
+    initial = (1.0, 0.0)  # (θ₀, εm₀ = 0)
+
+    def transition(self, lam):
+        lam = np.asarray(lam, dtype=np.float64)
+        beta, nu = self.momentum, self.nu
+        f = np.empty(np.broadcast_shapes(lam.shape, np.shape(beta)) + (2, 2))
+        f[..., 0, 0], f[..., 0, 1] = 1.0 - (1.0 - nu * beta) * lam, -nu * beta
+        f[..., 1, 0], f[..., 1, 1] = (1.0 - beta) * lam, beta
+        g = np.empty(f.shape[:-1])
+        g[..., 0], g[..., 1] = -(1.0 - nu * beta), 1.0 - beta
+        return f, g
+
+    def closed_form(self, forms, lam, sigma, v0):
+        f, g = self.transition(lam)
+        if not forms.stable_two_state(f):
+            return None
+        return forms.TwoStateMoments(f, g * sigma[:, None], v0, self.initial).at
+
+    def init(self, x):
+        return (x, x * 0)
+
+    def advance(self, state, step):
+        x, m = state
+        m = self.momentum * m + (1.0 - self.momentum) * step
+        return (x - self.lr * ((1.0 - self.nu) * step + self.nu * m), m)
 
 
 @dataclass(frozen=True, eq=False)
@@ -378,6 +460,11 @@ class Ema(_Linear):
         f[..., k, :k] = (1.0 - self.gamma) * f_in[..., 0, :]
         f[..., k, k] = self.gamma
         return f, np.concatenate([g_in, (1.0 - self.gamma) * g_in[..., :1]], axis=-1)
+
+    def closed_form(self, forms, lam, sigma, v0):
+        if isinstance(self.inner, Sgd) and np.all((lam > 0) & (lam < 2)):  # an EMA of plain SGD
+            return forms.EmaMoments(lam, sigma**2, v0, self.gamma).at
+        return None
 
     def init(self, x):
         return (*self.inner.init(x), x)
@@ -415,12 +502,21 @@ class _Nonlinear(Optimizer):
     def apply(self, x, aux, g, buf, t: int) -> None:
         """In place: θ (``x``) and ``aux`` from the gradient ``g`` at update ``t``; ``g`` and ``buf`` are scratch."""
 
+    def kernel_arguments(self) -> tuple[int, float, float, float, float, float] | None:
+        """The arguments ``(kind, lr, β₁, β₂, eps, decay)`` of the fused CUDA kernel's ``nqm_adaptive_run``
+        (``nqm/montecarlo/cuda/fused.cu``, which writes this optimiser's arithmetic once more; decay = 1 − ε·λ, 1
+        without weight decay), or None where the kernel does not run it (the update couples the coordinates)."""
+        return None
+
 
 @dataclass(frozen=True, eq=False)
 class SignSgd(_Nonlinear):
     """Sign descent, ``θ ← θ − ε sign(g)`` elementwise in the simulator's coordinates (sign(0) = 0)."""
 
     lr: float
+
+    def kernel_arguments(self):
+        return 0, self.lr, 0.0, 0.0, 0.0, 1.0
 
     def apply(self, x, aux, g, buf, t):
         np.sign(g, out=g)
@@ -435,6 +531,9 @@ class Signum(_Nonlinear):
     lr: float
     momentum: float
     slots = 1
+
+    def kernel_arguments(self):
+        return 1, self.lr, self.momentum, 0.0, 0.0, 1.0
 
     def apply(self, x, aux, g, buf, t):
         _average(aux[0], g, self.momentum)
@@ -451,6 +550,9 @@ class RmsProp(_Nonlinear):
     beta2: float
     eps: float
     slots = 1
+
+    def kernel_arguments(self):
+        return 2, self.lr, 0.0, self.beta2, self.eps, 1.0
 
     def apply(self, x, aux, g, buf, t):
         np.multiply(g, g, out=buf)
@@ -481,6 +583,9 @@ class Adam(_Nonlinear):
             return None
         return -self.lr * self.weight_decay * optimum
 
+    def kernel_arguments(self):
+        return 3, self.lr, self.beta1, self.beta2, self.eps, 1.0 - self.lr * self.weight_decay
+
     def apply(self, x, aux, g, buf, t):
         m, v = aux
         if self.weight_decay:
@@ -496,6 +601,27 @@ class Adam(_Nonlinear):
         np.divide(m, buf, out=buf)
         buf *= self.lr * root_b2 / (1.0 - self.beta1**t)
         x -= buf
+
+
+@dataclass(frozen=True, eq=False)
+class Lion(_Nonlinear):
+    """Lion (Chen et al. 2023, arXiv:2302.06675, Algorithm 2 without decay): ``c = β₁m + (1 − β₁)g``,
+    ``θ ← θ − ε sign(c)``, then ``m ← β₂m + (1 − β₂)g`` (m₀ = 0): sign descent on an interpolation of the
+    momentum and the fresh gradient, the momentum kept with its own β₂. β₁ = β₂ is signum."""
+
+    lr: float
+    beta1: float
+    beta2: float
+    slots = 1
+
+    def apply(self, x, aux, g, buf, t):
+        (m,) = aux
+        np.multiply(m, self.beta1, out=buf)
+        buf += (1.0 - self.beta1) * g
+        np.sign(buf, out=buf)
+        buf *= self.lr
+        x -= buf
+        _average(m, g, self.beta2)
 
 
 @dataclass(frozen=True, eq=False)
@@ -558,6 +684,15 @@ def nesterov(lr, momentum, precond=None) -> Sgd | Nesterov:
     return Nesterov(float(check_lr(lr)), beta, _check_precond(precond)) if beta > 0 else sgd(lr, precond)
 
 
+def qhm(lr, momentum, nu=0.7, precond=None) -> Sgd | Qhm:
+    """Quasi-hyperbolic momentum ``m ← βm + (1 − β)Pg``, ``θ ← θ − ε[(1 − ν)Pg + νm]`` (m₀ = 0; Ma & Yarats 2019,
+    whose recommended ν is 0.7); β = 0 or ν = 0 is SGD."""
+    beta, nu = check_unit_interval("momentum", momentum), check_real("nu", nu, low=0.0, high=1.0)
+    if beta == 0 or nu == 0:
+        return sgd(lr, precond)
+    return Qhm(float(check_lr(lr)), beta, nu, _check_precond(precond))
+
+
 def ema(inner, gamma):
     """Iterate averaging with coefficient γ ∈ [0, 1) of the linear optimiser ``inner`` (γ = 0: ``inner``)."""
     inner = as_optimizer(inner)
@@ -600,6 +735,12 @@ def adamw(lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01) -> Adam:
     if not lr * wd < 1.0:
         raise ValueError(f"weight_decay must be finite, >= 0 and below 1/lr, got {weight_decay!r}")
     return Adam(lr, b1, b2, _check_eps(eps), wd)
+
+
+def lion(lr, beta1=0.9, beta2=0.99) -> Lion:
+    """Lion (Chen et al. 2023): ``c = β₁m + (1 − β₁)g``, ``θ ← θ − ε sign(c)``, ``m ← β₂m + (1 − β₂)g``
+    (m₀ = 0), elementwise in the simulator's coordinates; Monte Carlo only."""
+    return Lion(float(check_lr(lr)), check_unit_interval("beta1", beta1), check_unit_interval("beta2", beta2))
 
 
 def normalized_sgd(lr) -> NormalizedSgd:
@@ -648,23 +789,200 @@ def require_linear(opt, engine: str):
     return opt
 
 
-def stable_lr_bound(family: str, momentum=0.0):
+def stable_lr_bound(family, momentum=0.0):
     r"""Largest λ = εph for which the family's mean dynamics are stable (per coordinate).
 
     SGD and its EMA: λ < 2; heavy ball: λ < 2(1 + β); Nesterov: λ < 2(1 + β)/(1 + 2β) (Jury's conditions on
-    z² − (1 + β)(1 − λ)z + β(1 − λ)).
+    z² − (1 + β)(1 − λ)z + β(1 − λ)). ``family`` is a :class:`TunedFamily` or its name.
     """
+    return tuned_family(family).stable_lr_bound(momentum)
+
+
+def _momentum(momentum) -> np.ndarray:
     beta = as_real("momentum", momentum)
     if not np.all((beta >= 0) & (beta < 1)):
         raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
-    if family in ("sgd", "ema"):
-        return 2.0 + 0 * beta
-    if family == "heavy_ball":
-        return 2.0 * (1 + beta)
-    if family == "nesterov":
+    return beta
+
+
+# -- tuned families ---------------------------------------------------------------------------------
+class TunedFamily(ABC):
+    r"""An optimiser family whose hyper-parameters :func:`nqm.dynamics.optimal_steps_to_target` tunes, as a value:
+    the step ε and, where ``hyper`` names one, a second hyper-parameter h ∈ [0, 1) (β of momentum, γ of an EMA;
+    the field of :class:`~nqm.dynamics.OptimalRuns` that holds it). It knows how to build its optimiser, its
+    stability edge, its closed-form second moments for the exact engines (from the forms they hand it,
+    :mod:`nqm.dynamics.moments`: this module stays below the engines), whether its search runs compiled
+    (``compiled``) and whether weight decay can be held or tuned with it (``decays``).
+
+    A family equals its name, so ``runs.family == "heavy_ball"`` reads as it did when families were strings; the
+    strings of :data:`FAMILIES` are accepted wherever a family is (:func:`tuned_family`).
+    """
+
+    name: str = ""
+    hyper: str | None = None
+    compiled: bool = False
+    decays: bool = False
+
+    @abstractmethod
+    def optimizer(self, lr, hp=None, precond=None, weight_decay=0.0, decoupled=False) -> Optimizer:
+        """The optimiser value at step ``lr`` and hyper-parameter ``hp``."""
+
+    @abstractmethod
+    def stable_lr_bound(self, hp=0.0):
+        """Largest stable λ = εph at hyper-parameter ``hp`` (elementwise)."""
+
+    def moments(self, forms, lam, noise_var, v0, hp):
+        """The closed form of E[x_t²] (an object with ``at(t)`` and ``lower_bound``) for rows of λ, q = ε²p²c/B,
+        V₀ and ``hp`` broadcasting together; ``forms`` is :mod:`nqm.dynamics.moments`."""
+        raise NotImplementedError(f"the {self.name} family is tuned by its own closed-form solver")
+
+    def stationary(self, forms, lam, noise_var, hp):
+        """lim E[x_t²] per row and coordinate of the reported iterate (same arguments as :meth:`moments`)."""
+        raise NotImplementedError(f"the {self.name} family is tuned by its own closed-form solver")
+
+    def __eq__(self, other):
+        return other is self or (isinstance(other, str) and other == self.name)
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __repr__(self):
+        return f"optim.{self.name.upper()}"
+
+    def __str__(self):
+        return self.name
+
+
+class _SgdFamily(TunedFamily):
+    name, decays = "sgd", True
+
+    def optimizer(self, lr, hp=None, precond=None, weight_decay=0.0, decoupled=False):
+        return sgd(lr, precond, weight_decay, decoupled)
+
+    def stable_lr_bound(self, hp=0.0):
+        return 2.0 + 0 * _momentum(hp)
+
+
+class _HeavyBallFamily(TunedFamily):
+    name, hyper, compiled, decays = "heavy_ball", "momentum", True, True
+
+    def optimizer(self, lr, hp=None, precond=None, weight_decay=0.0, decoupled=False):
+        return heavy_ball(lr, hp, precond, weight_decay, decoupled)
+
+    def stable_lr_bound(self, hp=0.0):
+        return 2.0 * (1 + _momentum(hp))
+
+    def moments(self, forms, lam, noise_var, v0, hp):
+        return forms.HeavyBallMoments(lam, noise_var, v0, hp)
+
+    def stationary(self, forms, lam, noise_var, hp):
+        return forms.heavy_ball_stationary(lam, noise_var, hp)
+
+
+class _TwoStateFamily(TunedFamily):
+    """A family whose closed form is the general two-state one (:class:`~nqm.dynamics.moments.TwoStateMoments`)
+    of its value's transition, with β an array broadcasting against λ (the step ε does not enter it: λ and σ carry
+    it)."""
+
+    initial: tuple[float, float]  # the value's start e, the same for every β
+
+    @abstractmethod
+    def _unit_step(self, beta) -> _Linear:
+        """The optimiser value at ε = 1 and momentum ``beta`` (an array: one β per row)."""
+
+    def _transition(self, lam, noise_var, beta):
+        """(F, u = gσ) per row and coordinate."""
+        f, g = self._unit_step(beta).transition(lam)
+        return f, g * np.sqrt(noise_var)[..., None]
+
+    def moments(self, forms, lam, noise_var, v0, hp):
+        f, u = self._transition(lam, noise_var, hp)
+        return forms.TwoStateMoments(f, u, v0, self.initial)
+
+    def stationary(self, forms, lam, noise_var, hp):
+        return forms.two_state_stationary(*self._transition(lam, noise_var, hp))[..., 0]
+
+
+class _NesterovFamily(_TwoStateFamily):
+    name, hyper, initial = "nesterov", "momentum", Nesterov.initial
+
+    def optimizer(self, lr, hp=None, precond=None, weight_decay=0.0, decoupled=False):
+        if weight_decay:
+            raise ValueError("nesterov has no weight decay here")
+        return nesterov(lr, hp, precond)
+
+    def stable_lr_bound(self, hp=0.0):
+        beta = _momentum(hp)
         return 2.0 * (1 + beta) / (1 + 2 * beta)
-    raise ValueError(f"unknown optimiser family {family!r}; choose from {FAMILIES}")
+
+    def _unit_step(self, beta):
+        return Nesterov(1.0, beta)
 
 
-FAMILIES = ("sgd", "heavy_ball", "nesterov", "ema")
-"""Families whose hyper-parameters :func:`nqm.dynamics.optimal_steps_to_target` tunes."""
+class _EmaFamily(TunedFamily):
+    name, hyper = "ema", "ema"
+
+    def optimizer(self, lr, hp=None, precond=None, weight_decay=0.0, decoupled=False):
+        return ema(sgd(lr, precond, weight_decay, decoupled), hp)
+
+    def stable_lr_bound(self, hp=0.0):
+        return 2.0 + 0 * _momentum(hp)
+
+    def moments(self, forms, lam, noise_var, v0, hp):
+        return forms.EmaMoments(lam, noise_var, v0, hp)
+
+    def stationary(self, forms, lam, noise_var, hp):
+        return forms.ema_stationary(lam, noise_var, hp)[2]
+
+
+class _QhmFamily(_TwoStateFamily):
+    name, hyper, initial = "qhm", "momentum", Qhm.initial
+
+    def __init__(self, nu: float):
+        self.nu = check_real("nu", nu, low=0.0, high=1.0)
+
+    def optimizer(self, lr, hp=None, precond=None, weight_decay=0.0, decoupled=False):
+        if weight_decay:
+            raise ValueError("qhm has no weight decay here")
+        return qhm(lr, hp, self.nu, precond)
+
+    def stable_lr_bound(self, hp=0.0):
+        beta = _momentum(hp)
+        return 2.0 * (1 + beta) / (1 + beta * (1 - 2 * self.nu))
+
+    def _unit_step(self, beta):
+        return Qhm(1.0, beta, self.nu)
+
+    def __repr__(self):
+        return f"optim.qhm_family({self.nu!r})"
+
+
+def qhm_family(nu: float = 0.7) -> TunedFamily:
+    """Quasi-hyperbolic momentum with ν held (Ma & Yarats recommend 0.7), tuned over ε and β."""
+    return QHM if nu == 0.7 else _QhmFamily(nu)
+
+
+SGD = _SgdFamily()
+"""SGD, tuned over ε (and weight decay λ where asked)."""
+HEAVY_BALL = _HeavyBallFamily()
+"""Heavy ball, tuned over ε and β (and weight decay λ where asked); compiled where numba is installed."""
+NESTEROV = _NesterovFamily()
+"""Nesterov's momentum, tuned over ε and β."""
+EMA = _EmaFamily()
+"""Iterate averaging of SGD, tuned over ε and γ."""
+QHM = _QhmFamily(0.7)
+"""Quasi-hyperbolic momentum at ν = 0.7, tuned over ε and β (:func:`qhm_family` for another ν)."""
+
+_TUNED = {family.name: family for family in (SGD, HEAVY_BALL, NESTEROV, EMA, QHM)}
+
+FAMILIES = tuple(_TUNED)
+"""The names of the families whose hyper-parameters :func:`nqm.dynamics.optimal_steps_to_target` tunes."""
+
+
+def tuned_family(family) -> TunedFamily:
+    """A :class:`TunedFamily` from itself or its name (one of :data:`FAMILIES`)."""
+    if isinstance(family, TunedFamily):
+        return family
+    if isinstance(family, str) and family in _TUNED:
+        return _TUNED[family]
+    raise ValueError(f"family must be one of {FAMILIES} or a TunedFamily (optim.SGD, …), got {family!r}")

@@ -46,9 +46,12 @@ def rotations(draw, d):
 
 @st.composite
 def linear_optimisers(draw, lr):
-    """A linear optimiser of :mod:`nqm.optim` with step ``lr``: SGD, heavy ball or Nesterov, with or without an
-    EMA of its iterates (β, γ drawn over [0, 0.95))."""
-    family = draw(st.sampled_from([nqm.optim.heavy_ball, nqm.optim.nesterov]))
+    """A linear optimiser of :mod:`nqm.optim` with step ``lr``: SGD, heavy ball, Nesterov or quasi-hyperbolic
+    momentum (ν drawn from 0.3, 0.7, 1), with or without an EMA of its iterates (β, γ drawn over [0, 0.95))."""
+    nu = draw(st.sampled_from([0.3, 0.7, 1.0]))
+    family = draw(
+        st.sampled_from([nqm.optim.heavy_ball, nqm.optim.nesterov, lambda lr, beta: nqm.optim.qhm(lr, beta, nu)])
+    )
     base = family(lr, draw(st.sampled_from([0.0, 0.3, 0.7, 0.9])))
     return nqm.optim.ema(base, draw(st.sampled_from([0.0, 0.5, 0.9])))
 

@@ -2,8 +2,8 @@
 ``_private`` names, no arrow pointing up the layers, no import past a package's public face.
 
 Imports are read with ``ast`` from every file, those inside functions included. The layers are read from the
-architecture page itself (its ``layers`` blocks), so the page and the code cannot drift apart unseen. Each rule is
-also run on a planted violation, which it must report.
+architecture page itself (its code blocks headed ``# layers``), so the page and the code cannot drift apart
+unseen. Each rule is also run on a planted violation, which it must report.
 """
 
 from __future__ import annotations
@@ -159,9 +159,9 @@ def private_uses(root: Path, tops=EVERYWHERE) -> list[str]:
 
 
 def layer_blocks(page: str) -> list[list[list[str]]]:
-    """The ``layers`` code blocks of the architecture page: per block, its lines (layers, the base first), each a
-    list of units: a module by its name, or a package with all its modules as ``name.*``."""
-    blocks = re.findall(r"```layers\n(.*?)```", page, flags=re.S)
+    """The code blocks of the architecture page headed ``# layers``: per block, its lines (layers, the base first),
+    each a list of units: a module by its name, or a package with all its modules as ``name.*``."""
+    blocks = re.findall(r"```text\n# layers\n(.*?)```", page, flags=re.S)
     return [[line.split() for line in block.splitlines() if line.strip()] for block in blocks]
 
 
@@ -247,6 +247,22 @@ def test_no_import_goes_past_a_package_s_public_face():
     assert past_the_face(modules(ROOT)) == []
 
 
+def touching(root: Path, word: str) -> list[str]:
+    """The files of ``nqm/`` and ``validation/`` whose code names ``word`` (as a word, in any case)."""
+    pattern = re.compile(rf"\b{re.escape(word)}\b", flags=re.I)
+    return sorted(str(path.relative_to(root)) for path in modules(root).values() if pattern.search(path.read_text()))
+
+
+def test_the_worked_examples_touch_only_the_files_the_page_lists():
+    """The page's code block headed ``# touches``: each optimiser added as a worked example is named in those files
+    alone, so no engine special-cases it. Planted below: an engine that names one."""
+    block = re.findall(r"```text\n# touches\n(.*?)```", PAGE, flags=re.S)
+    assert block, "the architecture page lists no worked examples"
+    for line in block[0].splitlines():
+        word, *files = line.split()
+        assert touching(ROOT, word) == sorted(files), word
+
+
 # -- each rule on a planted violation ---------------------------------------------------------------------------
 def _plant(tmp_path: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
@@ -305,7 +321,7 @@ def test_an_upward_arrow_and_an_unplaced_module_are_found(tmp_path):
             "nqm/pkg/top.py": "from .base import b\n",
         },
     )
-    page = "```layers\nnqm.low\nnqm.high nqm.pkg.*\n```\n\n```layers\nnqm.pkg.base\nnqm.pkg.top\n```\n"
+    page = "```text\n# layers\nnqm.low\nnqm.high nqm.pkg.*\n```\n\n```text\n# layers\nnqm.pkg.base\nnqm.pkg.top\n```\n"
     found = upward_arrows(import_graph(modules(root, ("nqm",))), layer_blocks(page))
     assert found == [
         "nqm: in no layer of the first block",
@@ -337,7 +353,7 @@ def test_an_import_past_a_face_is_found(tmp_path):
     ]
 
 
-@pytest.mark.parametrize("rule", ["circle", "private", "layer", "face"])
+@pytest.mark.parametrize("rule", ["circle", "private", "layer", "face", "touches"])
 def test_the_rules_fail_on_a_violation_planted_in_the_real_code(rule, tmp_path):
     """Copy the package, plant one violation of each rule in real modules, and see the rule report it."""
     import shutil
@@ -349,6 +365,7 @@ def test_the_rules_fail_on_a_violation_planted_in_the_real_code(rule, tmp_path):
         "private": ("nqm/theory.py", "\nfrom .checks import _size\n"),
         "layer": ("nqm/noise.py", "\ndef _planted():\n    from .theory import optimal_lr\n"),
         "face": ("nqm/gallery.py", "\nfrom .dynamics.runs.search import optimal_tuned\n"),
+        "touches": ("nqm/montecarlo/counter.py", "\n# a special case for Lion\n"),
     }[rule]
     path = tmp_path / plant[0]
     path.write_text(path.read_text() + plant[1])
@@ -358,5 +375,6 @@ def test_the_rules_fail_on_a_violation_planted_in_the_real_code(rule, tmp_path):
         "private": lambda: private_uses(tmp_path, PACKAGES),
         "layer": lambda: upward_arrows(graph, layer_blocks(PAGE)),
         "face": lambda: past_the_face(modules(tmp_path), tmp_path),
+        "touches": lambda: [f for f in touching(tmp_path, "lion") if f != "nqm/optim.py"],
     }[rule]()
     assert found, rule

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
+from moment_recursions import iterate_covariance
 
 from nqm import optim
 from nqm.dynamics.moments import EmaMoments, TwoStateMoments, ema_variance, heavy_ball_variance
@@ -170,11 +171,7 @@ def nesterov_loop(lr, lam, sigma, v0, beta, steps):
     gradient units (not nqm's (θ, εv) transition) and iterated as S ← ASAᵀ + nnᵀ, one step at a time."""
     a = np.array([[1 - (1 + beta) * lam, -lr * beta * beta], [lam / lr, beta]])
     n = np.array([-(1 + beta) * sigma, sigma / lr])
-    s, out = np.array([[v0, 0.0], [0.0, 0.0]]), []
-    for _ in range(steps + 1):
-        out.append(s[0, 0])
-        s = a @ s @ a.T + np.outer(n, n)
-    return np.array(out)
+    return iterate_covariance(a, n, v0, steps)
 
 
 @given(

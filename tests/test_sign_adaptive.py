@@ -42,6 +42,10 @@ def _reference_run(name, hp, x0, grads):
                 v[i] = hp["beta2"] * v[i] + (1 - hp["beta2"]) * g[i] ** 2
                 m_hat, v_hat = m[i] / (1 - hp["beta1"] ** t), v[i] / (1 - hp["beta2"] ** t)
                 x[i] -= hp["lr"] * m_hat / (v_hat**0.5 + hp["eps"])
+            elif name == "lion":  # Chen et al. 2023, Algorithm 2 (no decay)
+                c = hp["beta1"] * m[i] + (1 - hp["beta1"]) * g[i]
+                x[i] -= hp["lr"] * ((c > 0) - (c < 0))
+                m[i] = hp["beta2"] * m[i] + (1 - hp["beta2"]) * g[i]
             elif name == "normalized_sgd":
                 x[i] -= hp["lr"] * g[i] / norm if norm > 0 else 0.0
     return np.array(x)
@@ -54,6 +58,7 @@ NONLINEAR = {
     "adam": dict(lr=0.05, beta1=0.8, beta2=0.95, eps=1e-3),
     "adamw": dict(lr=0.05, beta1=0.8, beta2=0.95, eps=1e-3, weight_decay=0.5),
     "normalized_sgd": dict(lr=0.1),
+    "lion": dict(lr=0.02, beta1=0.6, beta2=0.95),
 }
 
 
@@ -149,11 +154,24 @@ def test_exact_engines_refuse_them_and_name_the_alternative():
         (lambda: optim.signum(0.1, 1.5), "momentum"),
         (lambda: optim.sign_sgd(-0.1), "lr"),
         (lambda: optim.normalized_sgd(float("inf")), "lr"),
+        (lambda: optim.lion(0.1, beta1=1.0), "beta1"),
+        (lambda: optim.lion(0.1, beta2=-0.5), "beta2"),
+        (lambda: optim.lion(0.0), "lr"),
     ],
 )
 def test_bad_hyper_parameters_name_the_argument(call, argument):
     with pytest.raises(ValueError, match=argument):
         call()
+
+
+def test_lion_with_equal_betas_is_signum():
+    """β₁ = β₂ = β: Lion's interpolation c = βm + (1 − β)g is signum's new momentum, so the two runs are the same run
+    on the same noise (the fused loop, several tiles on two threads). Planted: β₁ ≠ β₂ gives another run."""
+    p = nqm.NoisyQuadratic.zhang2019(30)
+    kw = dict(batch_size=4, steps=60, replicas=300, seed=5, keep_losses=True)
+    lion, sign = nqm.simulate(p, optim.lion(0.01, 0.8, 0.8), **kw), nqm.simulate(p, optim.signum(0.01, 0.8), **kw)
+    np.testing.assert_array_equal(lion.losses, sign.losses)
+    assert not np.array_equal(nqm.simulate(p, optim.lion(0.01, 0.8, 0.9), **kw).losses, sign.losses)
 
 
 def test_zero_momentum_and_decay_give_the_simpler_optimiser():

@@ -21,7 +21,6 @@ from functools import partial
 import numpy as np
 
 from ..noise import correlate
-from ..optim import Adam, RmsProp, SignSgd, Signum
 from ..problem import NoisyQuadratic, check_precond
 from .backend import kernels, replica_batch, to_host
 from .basis import WorkingBasis
@@ -203,16 +202,9 @@ def _general_rows(xp, key, x, p, opt, batch_size, steps, record, row0):
 
 def elementwise_parameters(opt) -> tuple[int, float, float, float, float, float] | None:
     """The arguments ``(kind, lr, β₁, β₂, eps, decay)`` of fused.cu's ``nqm_adaptive_run`` for an elementwise
-    optimiser that is not linear (decay = 1 − ε·λ, 1 without weight decay); None for one the kernel does not run."""
-    if isinstance(opt, SignSgd):
-        return 0, opt.lr, 0.0, 0.0, 0.0, 1.0
-    if isinstance(opt, Signum):
-        return 1, opt.lr, opt.momentum, 0.0, 0.0, 1.0
-    if isinstance(opt, RmsProp):
-        return 2, opt.lr, 0.0, opt.beta2, opt.eps, 1.0
-    if isinstance(opt, Adam):
-        return 3, opt.lr, opt.beta1, opt.beta2, opt.eps, 1.0 - opt.lr * opt.weight_decay
-    return None
+    optimiser that is not linear, as the optimiser gives them (:meth:`nqm.optim.SignSgd.kernel_arguments` and its
+    kin); None for one the kernel does not run."""
+    return None if opt.linear else opt.kernel_arguments()
 
 
 def _elementwise_chunk_numpy(key, x, aux, opt, h, sd, pull, row0, t0, t1, ck, part):

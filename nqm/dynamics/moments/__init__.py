@@ -12,7 +12,7 @@ The public face of the package; the pieces live behind it:
 References: Zhang et al. 2019 (arXiv:1907.04164), §3 and App. A.
 """
 
-from . import heavy_ball
+from . import forms, heavy_ball
 from .expected import (
     coordinate_variance,
     decay_fixed_point,
@@ -26,9 +26,17 @@ from .expected import (
 )
 from .heavy_ball import HeavyBallMoments, heavy_ball_stationary, heavy_ball_variance
 from .sgd import DecayedSgdMoments, log_abs_one_minus, sgd_variance
-from .two_state import EmaMoments, TwoStateMoments, ema_stationary, ema_variance, two_state_stationary
+from .two_state import (
+    EmaMoments,
+    TwoStateMoments,
+    ema_stationary,
+    ema_variance,
+    stable_two_state,
+    two_state_stationary,
+)
 
 __all__ = [
+    "forms",  # the module of closed forms an optimiser value picks from
     "heavy_ball",  # the module: its forms' constants are shared with the compiled tuner (runs.heavy_ball_kernels)
     "expected_loss",
     "steady_state_loss",
@@ -50,4 +58,5 @@ __all__ = [
     "EmaMoments",
     "TwoStateMoments",
     "two_state_stationary",
+    "stable_two_state",
 ]

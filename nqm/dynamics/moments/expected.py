@@ -25,11 +25,11 @@ import numpy as np
 from ...checks import as_real, check_count, check_init_var, check_memory, check_steps_at
 from ...curves import LossCurve, exact_curve
 from ...noise import decay_pull, step_coefficients
-from ...optim import Ema, HeavyBall, Nesterov, Sgd, as_optimizer, require_linear, require_no_decay, stable_lr_bound
+from ...optim import HeavyBall, Sgd, as_optimizer, require_linear, require_no_decay
 from ...problem import NoisyQuadratic, check_precond
-from .heavy_ball import heavy_ball_variance
+from . import forms
 from .sgd import log_abs_one_minus, one_minus_power, sgd_variance
-from .two_state import TwoStateMoments, ema_variance
+from .two_state import TwoStateMoments
 
 __all__ = [
     "expected_loss",
@@ -97,31 +97,15 @@ def powered_second_moments(opt, lam, sigma, v0, t):
 
 
 def second_moments(opt, lam, sigma, v0, t):
-    """E[(loss component)²] (T, n) at sorted integer steps ``t``: a closed form where one exists (SGD;
-    stable heavy ball; a stable EMA of SGD, :mod:`nqm.dynamics.moments`), else the powered moment map of the
-    optimiser's transition (Nesterov, momentum with EMA, unstable runs). The closed forms are also the more
-    accurate: repeated squaring of the moment map loses digits when β or γ is close to 1 (the tests hold both
-    against the step-by-step recursion)."""
-    tt = t[:, None].astype(np.float64)
-    if isinstance(opt, Sgd):
-        return sgd_variance(lam + opt.decoupled_rate, sigma**2, v0, tt)
-    if isinstance(opt, HeavyBall) and not opt.decoupled_rate and np.all((lam > 0) & (lam < 2 * (1 + opt.momentum))):
-        return heavy_ball_variance(lam, sigma**2, v0, opt.momentum, tt)
-    if isinstance(opt, HeavyBall) and _stable_two_state(*opt.transition(lam)):
-        f, g = opt.transition(lam)  # decoupled decay: θ_{−1} = θ₀/(1 − δ), not heavy ball's AR(2) start
-        return TwoStateMoments(f, g * sigma[:, None], v0, opt.initial).at(tt)
-    if isinstance(opt, Ema) and isinstance(opt.inner, Sgd) and np.all((lam > 0) & (lam < 2)):
-        return ema_variance(lam, sigma**2, v0, opt.gamma, tt)
-    if isinstance(opt, Nesterov) and np.all((lam > 0) & (lam < stable_lr_bound("nesterov", opt.momentum))):
-        f, g = opt.transition(lam)
-        return TwoStateMoments(f, g * sigma[:, None], v0, opt.initial).at(tt)
+    """E[(loss component)²] (T, n) at sorted integer steps ``t``: the optimiser's closed form where it has one
+    (its ``closed_form`` picks it from :mod:`.forms`: SGD; stable heavy ball and Nesterov; a
+    stable EMA of SGD), else the powered moment map of its transition (momentum with EMA, unstable runs). The
+    closed forms are also the more accurate: repeated squaring of the moment map loses digits when β or γ is close
+    to 1 (the tests hold both against the step-by-step recursion)."""
+    form = opt.closed_form(forms, lam, sigma, v0)
+    if form is not None:
+        return form(t[:, None].astype(np.float64))
     return powered_second_moments(opt, lam, sigma, v0, t)
-
-
-def _stable_two_state(f, g) -> bool:
-    """Both eigenvalues of every 2 × 2 F inside the unit circle (Jury: |det F| < 1, |tr F| < 1 + det F)."""
-    trace, det = f[:, 0, 0] + f[:, 1, 1], f[:, 0, 0] * f[:, 1, 1] - f[:, 0, 1] * f[:, 1, 0]
-    return bool(np.all((np.abs(det) < 1) & (np.abs(trace) < 1 + det)))
 
 
 def decay_fixed_point(opt, lam, pull) -> np.ndarray:

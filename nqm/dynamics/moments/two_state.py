@@ -21,12 +21,19 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
+    "stable_two_state",
     "ema_variance",
     "ema_stationary",
     "EmaMoments",
     "TwoStateMoments",
     "two_state_stationary",
 ]
+
+
+def stable_two_state(f) -> bool:
+    """Both eigenvalues of every 2 × 2 F inside the unit circle (Jury: |det F| < 1, |tr F| < 1 + det F)."""
+    trace, det = f[:, 0, 0] + f[:, 1, 1], f[:, 0, 0] * f[:, 1, 1] - f[:, 0, 1] * f[:, 1, 0]
+    return bool(np.all((np.abs(det) < 1) & (np.abs(trace) < 1 + det)))
 
 
 def ema_stationary(lam, noise_var, gamma):

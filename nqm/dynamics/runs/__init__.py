@@ -10,7 +10,7 @@ The public face of the package; the pieces live behind it:
 * :mod:`.search` — the tuners' nested search, its descent, patch and constants;
 * :mod:`.quadrature` — a long spectrum compressed for the search;
 * :mod:`.heavy_ball_kernels` and :mod:`.compiled` — heavy ball's search compiled with numba, and its choice;
-* :mod:`.tuning` — :func:`optimal_steps_to_target`, the front door; :mod:`.optimal_runs` its result.
+* :mod:`.tuning` — :func:`~nqm.dynamics.optimal_steps_to_target`, the front door; :mod:`.optimal_runs` its result.
 
 References: Zhang et al. 2019 (arXiv:1907.04164), §3; McCandlish et al. 2018 (arXiv:1812.06162), §2.3.
 """

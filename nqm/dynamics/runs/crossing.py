@@ -1,6 +1,6 @@
 """Integer first crossings of a target on the closed forms of the tuned families: a bracket grown and narrowed
-by interpolation (:func:`first_crossing`), and the exact scan of every earlier step by branch and bound on the
-closed forms' lower bounds (:func:`first_hit_pruned`)."""
+by interpolation (``first_crossing``), and the exact scan of every earlier step by branch and bound on the
+closed forms' lower bounds (``first_hit_pruned``)."""
 
 from __future__ import annotations
 

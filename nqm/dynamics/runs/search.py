@@ -1,6 +1,6 @@
 """The momentum, EMA and weight-decay tuners' search: nested golden sections over (ε, hp) on the continuous first
 crossing, the fixed-step descent of short runs, the patch of crossings around the optimum, the settling on the
-exact loss, the check of every earlier step and the smaller batches' runs (:func:`optimal_tuned`); its
+exact loss, the check of every earlier step and the smaller batches' runs (``optimal_tuned``); its
 constants are here, in one place."""
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ arXiv:1907.04164, §3):
     V_i^\infty = \frac{\epsilon\,q_i}{\kappa_i(2 - \epsilon\kappa_i)},
 
 with ``κ = p h`` (so λ = εκ) and ``q = p²c/B`` (a step ε injects ε²q). This is smooth in the continuous step
-count t: :func:`crossing_time` finds the root of ``L(t) = target`` by Newton's method on log(L − L∞),
-:func:`first_integer_step` the first integer step after it, checked by exact evaluation, and
-:func:`first_hit_two_sided` the exact first hit where some coordinates rise.
+count t: ``crossing_time`` finds the root of ``L(t) = target`` by Newton's method on log(L − L∞),
+``first_integer_step`` the first integer step after it, checked by exact evaluation, and
+``first_hit_two_sided`` the exact first hit where some coordinates rise.
 """
 
 from __future__ import annotations

@@ -11,14 +11,13 @@ import numpy as np
 
 from ...checks import check_init_var
 from ...noise import injected_variance
-from ...optim import Nesterov, stable_lr_bound
+from ...optim import HEAVY_BALL, SGD, TunedFamily, tuned_family
 from ...problem import NoisyQuadratic, check_precond
+from .. import moments as forms
 from ..moments import (
     DecayedSgdMoments,
-    EmaMoments,
     HeavyBallMoments,
     TwoStateMoments,
-    ema_stationary,
     heavy_ball_stationary,
     two_state_stationary,
 )
@@ -40,10 +39,10 @@ class TunedLoss:
     decoupled = False
     compressible = True  # E[L_t] is linear in (V₀, q) per coordinate: see compressed()
 
-    def __init__(self, p: NoisyQuadratic, batch_sizes, init_var, precond, family: str):
+    def __init__(self, p: NoisyQuadratic, batch_sizes, init_var, precond, family: TunedFamily):
         pre = check_precond(p, precond)
         self.precond = None if precond is None else pre
-        self.family = family
+        self.family = tuned_family(family)
         self.half_h = 0.5 * p.h
         self.kappa = pre * p.h
         self.batch_sizes = batch_sizes
@@ -81,19 +80,7 @@ class TunedLoss:
 
     def _moments(self, eps, hp, v0, rows=slice(None)):
         lam, q, hh = eps[..., None] * self.kappa, eps[..., None] ** 2 * self.noise[rows], hp[..., None]
-        if self.family == "heavy_ball":
-            return HeavyBallMoments(lam, q, v0, hh)
-        if self.family == "ema":
-            return EmaMoments(lam, q, v0, hh)
-        f, u = self._nesterov_transition(lam, q, hh)
-        return TwoStateMoments(f, u, v0, Nesterov.initial)
-
-    @staticmethod
-    def _nesterov_transition(lam, q, beta):
-        """Nesterov's (F, u = gσ), one β per row: the value's transition, with β an array broadcasting against
-        λ (the step ε does not enter it: λ and σ carry it)."""
-        f, g = Nesterov(1.0, beta).transition(lam)
-        return f, g * np.sqrt(q)[..., None]
+        return self.family.moments(forms, lam, q, v0, hh)
 
     def curve(self, eps, hp):
         """t ↦ E[L_t] at fixed rows (ε, hp); the t-independent work is done here, once."""
@@ -126,7 +113,7 @@ class TunedLoss:
             if not (isinstance(hit, float) and np.isnan(hit)):
                 return hit
         moments = self._moments(np.array(eps), np.array(hp), self.v0, row)
-        if isinstance(moments, (HeavyBallMoments, TwoStateMoments, EmaMoments)):
+        if hasattr(moments, "lower_bound"):  # the closed forms that bound themselves are scanned by branch and bound
             return first_hit_pruned(moments, self.half_h, target, until, budget)
         if until * self.v0.size > budget:
             return None
@@ -143,21 +130,17 @@ class TunedLoss:
         """The compiled kernels (:mod:`.heavy_ball_kernels`) where they compute this loss — heavy ball, with no
         flat direction (κ = 0 has no closed form there) — and :func:`.compiled.compiled_kernels` gives them; else
         None."""
-        if self.family != "heavy_ball" or not np.all(self.kappa > 0):
+        if not self.family.compiled or not np.all(self.kappa > 0):
             return None
         return compiled_kernels()
 
     def stationary(self, eps, hp):
         lam, q, hh = eps[:, None] * self.kappa, eps[:, None] ** 2 * self.noise, hp[:, None]
-        if self.family == "heavy_ball":
-            return heavy_ball_stationary(lam, q, hh) @ self.half_h
-        if self.family == "ema":
-            return ema_stationary(lam, q, hh)[2] @ self.half_h
-        return two_state_stationary(*self._nesterov_transition(lam, q, hh))[..., 0] @ self.half_h
+        return self.family.stationary(forms, lam, q, hh) @ self.half_h
 
     def stability_edge(self, hp):
-        """Largest stable ε: λ_max below the family's bound (:func:`nqm.optim.stable_lr_bound`)."""
-        return stable_lr_bound(self.family, hp) / self.kappa.max()
+        """Largest stable ε: λ_max below the family's bound (:meth:`nqm.optim.TunedFamily.stable_lr_bound`)."""
+        return self.family.stable_lr_bound(hp) / self.kappa.max()
 
     def search_range(self) -> tuple[float, float]:
         """The range of s searched, with ``hp = hp_of(s)``: log(1 − h) for h = β or γ in [10⁻⁶, 1 − 10⁻⁴]."""
@@ -169,13 +152,13 @@ class TunedLoss:
 
     def result_fields(self, hp) -> dict:
         """The tuned hyper-parameter as :class:`OptimalRuns` names it."""
-        return {"ema": hp} if self.family == "ema" else {"momentum": hp}
+        return {self.family.hyper: hp}
 
     def feasible_lr(self, hp, target):
         """Per row, the ε (just below the stability edge) at which the stationary loss reaches ``target``.
 
         The stationary loss increases with ε, from 0 to ∞ at the edge: bisection in log ε, 42 halvings (compiled
-        where :func:`kernels_for` gives the kernels).
+        where :meth:`kernels` gives them).
         """
         kernels = self.kernels()
         if kernels is not None:
@@ -204,7 +187,7 @@ class DecayTunedLoss(TunedLoss):
     def __init__(self, p: NoisyQuadratic, batch_sizes, init_var, precond, decay, decoupled: bool):
         self.pre = check_precond(p, precond)
         self.precond = None if precond is None else self.pre
-        self.family = "sgd"
+        self.family = SGD
         self.decoupled = decoupled
         self.h, self.half_h = p.h, 0.5 * p.h
         self.optimum = np.zeros(p.d) if p.optimum is None else p.optimum
@@ -254,7 +237,7 @@ class DecayHeavyBallLoss(TunedLoss):
         return None
 
     def __init__(self, p: NoisyQuadratic, batch_sizes, init_var, precond, decay, decoupled: bool):
-        super().__init__(p, batch_sizes, init_var, precond, "heavy_ball")
+        super().__init__(p, batch_sizes, init_var, precond, HEAVY_BALL)
         self.decay = np.broadcast_to(np.asarray(decay, dtype=np.float64), batch_sizes.shape)
         self.decoupled = decoupled
         self.pre, self.h = check_precond(p, precond), p.h
@@ -318,7 +301,7 @@ class DecayHeavyBallLoss(TunedLoss):
     def stability_edge(self, hp):
         beta = np.asarray(hp)
         if not self.decoupled:
-            return stable_lr_bound("heavy_ball", beta) / self.kappa.max(axis=-1)
+            return HEAVY_BALL.stable_lr_bound(beta) / self.kappa.max(axis=-1)
         # Jury on x' = a₁x + a₂x₋ with a₁ = 1 + β − εph − ελ, a₂ = −β(1 − ελ): ε(max ph + λ(1 + β)) < 2(1 + β),
         # and ελ < 1 for the decay itself
         return np.minimum(2 * (1 + beta) / (self.kappa.max(axis=-1) + self.decay * (1 + beta)), 1.0 / self.decay)

@@ -1,5 +1,5 @@
 """The front door of the tuners: the fewest steps to a target at each batch size over an optimiser family's
-hyper-parameters (:func:`optimal_steps_to_target`)."""
+hyper-parameters (:func:`~nqm.dynamics.optimal_steps_to_target`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 
 from ...checks import check_batch_sizes, check_real, check_target
-from ...optim import FAMILIES
+from ...optim import tuned_family
 from ...problem import NoisyQuadratic, check_precond
 from . import tuned_losses
 from .optimal_runs import OptimalRuns
@@ -85,8 +85,7 @@ def optimal_steps_to_target(
     References: Zhang et al. 2019 (arXiv:1907.04164), Fig. 2–3 (SGD), 5 (momentum), 7 (EMA);
     McCandlish et al. 2018, §2.3.
     """
-    if family not in FAMILIES:
-        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+    family = tuned_family(family)
     target = check_target(target)
     b = check_batch_sizes(batch_sizes)
     decay = check_decay_choice(weight_decay, decoupled, family)
@@ -102,20 +101,19 @@ def optimal_steps_to_target(
             none,
             zeros,
             np.zeros(n, dtype=bool),
-            momentum=none if family in ("heavy_ball", "nesterov") else None,
-            ema=none if family == "ema" else None,
+            **({family.hyper: none} if family.hyper else {}),
             family=family,
             precond=pre,
             weight_decay=None if decay is None else none,
             decoupled=bool(decoupled),
         )
-    if decay == "tune" and family == "heavy_ball":
-        return optimal_heavy_ball_decay(p, target, b, init_var, precond, bool(decoupled))
-    if decay is not None and family == "heavy_ball":
-        return optimal_tuned(p, target, b, DecayHeavyBallLoss(p, b, init_var, precond, decay, bool(decoupled)))
-    if decay is not None:
+    if decay is not None and family.hyper is None:  # SGD: λ is searched (or held) where β would be
         return optimal_tuned(p, target, b, DecayTunedLoss(p, b, init_var, precond, decay, bool(decoupled)))
-    if family != "sgd":
+    if decay == "tune":  # heavy ball: a third search, on log λ, around the held-λ search of (ε, β)
+        return optimal_heavy_ball_decay(p, target, b, init_var, precond, bool(decoupled))
+    if decay is not None:
+        return optimal_tuned(p, target, b, DecayHeavyBallLoss(p, b, init_var, precond, decay, bool(decoupled)))
+    if family.hyper is not None:
         runs = optimal_tuned(p, target, b, TunedLoss(p, b, init_var, precond, family))
         return no_slower_than_sgd(p, target, runs, init_var, precond)
     return optimal_sgd(p, target, b, init_var, precond)
@@ -131,8 +129,8 @@ def check_decay_choice(weight_decay, decoupled, family):
         decay = check_real("weight_decay", weight_decay, low=0.0) or None
     if not isinstance(decoupled, (bool, np.bool_)):
         raise TypeError(f"decoupled must be True or False, got {decoupled!r}")
-    if decay is not None and family not in ("sgd", "heavy_ball"):
-        raise ValueError(f"weight decay is held or tuned for family='sgd' and 'heavy_ball' (not {family!r})")
+    if decay is not None and not family.decays:
+        raise ValueError(f"weight decay is held or tuned for family='sgd' and 'heavy_ball' (not {family.name!r})")
     return decay
 
 
@@ -146,7 +144,7 @@ def no_slower_than_sgd(p, target, runs: OptimalRuns, init_var, precond) -> Optim
     faster = np.nonzero(sgd_runs.steps < runs.steps)[0]
     if faster.size == 0:
         return runs
-    hp_field = "ema" if runs.family == "ema" else "momentum"
+    hp_field = runs.family.hyper
     lr, hp = runs.lr.copy(), getattr(runs, hp_field).copy()
     lr[faster], hp[faster] = sgd_runs.lr[faster], -np.expm1(tuned_losses.H_LOG_RANGE[1])  # h = 10⁻⁶
     candidate = dataclasses.replace(runs, lr=lr, **{hp_field: hp})

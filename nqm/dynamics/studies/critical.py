@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...checks import as_real, check_batch_size, check_batch_sizes, check_real, check_target
+from ...optim import TunedFamily, tuned_family
 from ..moments import noise_scales_along, noise_scales_at
 from ..runs import optimal_steps_to_target
 from .frontier import fit_frontier
@@ -60,7 +61,7 @@ class CriticalBatchSizes:
     """
 
     target: float
-    family: str
+    family: TunedFamily
     batch_sizes: np.ndarray
     steps: np.ndarray
     interior: np.ndarray
@@ -130,6 +131,7 @@ def critical_batch_sizes(
 ) -> CriticalBatchSizes:
     """Every definition of :mod:`nqm.dynamics.studies.critical` for ``p`` and ``target`` (see there), on optimal runs of
     ``family`` (:data:`nqm.optim.FAMILIES`) at ``batch_sizes`` (default 1, 2, …, 2²⁰)."""
+    family = tuned_family(family)
     tolerance = check_real("tolerance", tolerance, low=0.0, low_open=True)
     reference_batch = float(check_batch_size(check_real("reference_batch", reference_batch), single=True))
     batch = check_batch_sizes(batch_sizes)
@@ -145,7 +147,7 @@ def critical_batch_sizes(
     reached = np.isfinite(runs.steps)
     i = int(np.argmin(np.where(reached, np.abs(np.log(runs.batch_sizes / crit)), np.inf)))
     scales = [None] * 5
-    if family == "sgd":
+    if family.hyper is None:  # plain SGD: the noise scales of its exact second moments
         scales = _noise_scales(p, runs.optimizer(i), float(runs.batch_sizes[i]), int(runs.steps[i]), init_var)
     return CriticalBatchSizes(
         target=check_target(target),

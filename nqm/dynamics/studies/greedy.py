@@ -10,8 +10,8 @@ after which the moments update exactly, V ← (1 − ε_t p h)²V + ε_t²p²c/B
 is B_noise = tr(P²HΣ)/tr(P²H³M_t), and the step gains ΔL_max/(1 + B_noise/B). ``GreedySteps`` holds the
 weights of these traces for one problem and steps rows of V, one run per row. Built on it: here, the greedy
 schedule at a constant batch size, McCandlish et al.'s adaptive batch size and the greedy run under any batch
-rule (:func:`greedy_ramp`); elsewhere, the branches of the local critical batch (:mod:`.local_critical`) and the
-batch ramps in loss milestones (:mod:`.ramps`).
+rule (:func:`~nqm.dynamics.greedy_ramp`); elsewhere, the branches of the local critical batch
+(:mod:`.local_critical`) and the batch ramps in loss milestones (:mod:`.ramps`).
 """
 
 from __future__ import annotations
