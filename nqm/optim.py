@@ -831,14 +831,14 @@ class TunedFamily(ABC):
     def stable_lr_bound(self, hp=0.0):
         """Largest stable λ = εph at hyper-parameter ``hp`` (elementwise)."""
 
+    @abstractmethod
     def moments(self, forms, lam, noise_var, v0, hp):
-        """The closed form of E[x_t²] (an object with ``at(t)`` and ``lower_bound``) for rows of λ, q = ε²p²c/B,
-        V₀ and ``hp`` broadcasting together; ``forms`` is :mod:`nqm.dynamics.moments`."""
-        raise NotImplementedError(f"the {self.name} family is tuned by its own closed-form solver")
+        """The closed form of E[x_t²] (an object with ``at(t)``; ``lower_bound`` where it has one) for rows of λ,
+        q = ε²p²c/B, V₀ and ``hp`` broadcasting together; ``forms`` is :mod:`nqm.dynamics.moments.forms`."""
 
+    @abstractmethod
     def stationary(self, forms, lam, noise_var, hp):
         """lim E[x_t²] per row and coordinate of the reported iterate (same arguments as :meth:`moments`)."""
-        raise NotImplementedError(f"the {self.name} family is tuned by its own closed-form solver")
 
     def __eq__(self, other):
         return other is self or (isinstance(other, str) and other == self.name)
@@ -861,6 +861,13 @@ class _SgdFamily(TunedFamily):
 
     def stable_lr_bound(self, hp=0.0):
         return 2.0 + 0 * _momentum(hp)
+
+    # SGD's own tuner solves its closed form by Newton's method; these serve a search over SGD all the same
+    def moments(self, forms, lam, noise_var, v0, hp):
+        return forms.DecayedSgdMoments(lam, noise_var, v0, 0.0)
+
+    def stationary(self, forms, lam, noise_var, hp):
+        return forms.DecayedSgdMoments(lam, noise_var, 0.0, 0.0).stationary()
 
 
 class _HeavyBallFamily(TunedFamily):

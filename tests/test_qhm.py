@@ -127,3 +127,23 @@ def test_families_are_values_that_equal_their_names():
         optim.tuned_family("adam")
     with pytest.raises(ValueError, match="family"):
         dynamics.optimal_steps_to_target(nqm.NoisyQuadratic.zhang2019(10), 0.1, [1.0], family="adam")
+
+
+@pytest.mark.parametrize("family", [optim.SGD, optim.HEAVY_BALL, optim.NESTEROV, optim.EMA, optim.QHM])
+def test_every_family_s_closed_form_is_its_optimiser_s_expected_loss(family):
+    """A family's rows of E[L_t] and its stationary loss (what the search evaluates) against expected_loss and
+    steady_state_loss of the optimiser it builds, at two (ε, h) rows: the two are assembled apart (the family from
+    the forms, expected_loss from the value's own closed form or its powered moment map)."""
+    from nqm.dynamics.runs.tuned_losses import TunedLoss
+
+    p = nqm.NoisyQuadratic.zhang2019(40)
+    loss = TunedLoss(p, np.array([4.0, 4.0]), 1.0, None, family)
+    eps, hp = np.array([0.2, 0.05]), np.array([0.5, 0.9])
+    steps = np.array([0.0, 1.0, 7.0, 300.0])
+    curve = loss.curve(eps, hp)
+    got = np.array([curve(np.full(2, t)) for t in steps])
+    for i in range(2):
+        opt = family.optimizer(eps[i], None if family.hyper is None else hp[i])
+        want = dynamics.expected_loss(p, opt, 4.0, 300, at=steps.astype(int))
+        np.testing.assert_allclose(got[:, i], want, rtol=1e-9)
+        assert loss.stationary(eps, hp)[i] == pytest.approx(dynamics.steady_state_loss(p, opt, 4.0), rel=1e-9)
