@@ -57,7 +57,7 @@ from .checks import (
 )
 from .curves import LossCurve, as_asked, check_record, exact_curve, loss_curve
 from .dynamics import OptimalRuns, expected_loss, mean_path, optimal_steps_to_target
-from .noise import step_coefficients
+from .noise import correlate, step_coefficients
 from .optim import as_optimizer, require_linear, require_no_decay
 from .problem import NoisyQuadratic, check_precond
 
@@ -105,7 +105,7 @@ class FiniteDataset:
         n = int(check_count("n (examples)", n))
         rng = np.random.default_rng(np.random.SeedSequence(seed))
         z = rng.standard_normal((n, p.d))
-        xi = z * np.sqrt(p.c) if p.is_diagonal or p.sigma is None else z @ p.sigma_factor.T
+        xi = correlate(z, p, 1.0)
         return cls(p.h, xi, name=f"{n} examples of {p.name}", basis=p.basis)
 
     @property

@@ -18,6 +18,7 @@ import numpy as np
 from . import dynamics, optim, plots, spectra, theory
 from .finite_data import FiniteDataset
 from .montecarlo import one_step_improvement, simulate
+from .noise import trace_sigma
 from .problem import NoisyQuadratic
 
 __all__ = [
@@ -47,7 +48,7 @@ def _mid_run_point(p: NoisyQuadratic, seed: int, init_var) -> np.ndarray:
 
 def _require_noise(p: NoisyQuadratic, name: str) -> None:
     """A figure of the noise's effects has nothing to draw on a noiseless problem (B_noise = 0): say so."""
-    if p.trace_sigma == 0:
+    if trace_sigma(p) == 0:
         raise ValueError(f"figure {name} {NEEDS_NOISE[name]}; {p.name} is noiseless (tr Σ = 0)")
 
 
@@ -429,7 +430,7 @@ def cannot_draw(name: str, problem: NoisyQuadratic | None = None) -> str | None:
         return why
     if problem is not None and name in NOT_ON_A_PROBLEM:
         return NOT_ON_A_PROBLEM[name]
-    if problem is not None and name in NEEDS_NOISE and problem.trace_sigma == 0:
+    if problem is not None and name in NEEDS_NOISE and trace_sigma(problem) == 0:
         return f"{NEEDS_NOISE[name]}; {problem.name} is noiseless (tr Σ = 0)"
     return None
 

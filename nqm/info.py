@@ -27,6 +27,7 @@ import numpy as np
 
 from . import dynamics
 from .checks import check_init_var
+from .noise import trace_h_sigma, trace_sigma
 from .problem import NoisyQuadratic
 
 __all__ = ["summary", "format_summary", "BATCH_SIZES"]
@@ -41,6 +42,7 @@ def summary(p: NoisyQuadratic, *, init_var=1.0, target: float | None = None) -> 
     h = p.h
     g2, ghg = float(h**2 @ v), float(h**3 @ v)  # E|G|², E[GᵀHG] with G = Hθ₀
     loss0 = 0.5 * float(h @ v)
+    tr, tr_h = trace_sigma(p), trace_h_sigma(p)
     out = {
         "name": p.name,
         "d": p.d,
@@ -49,12 +51,12 @@ def summary(p: NoisyQuadratic, *, init_var=1.0, target: float | None = None) -> 
         "condition_number": float(h.max() / h.min()),
         "dense_sigma": p.sigma is not None,
         "rotated": p.basis is not None,
-        "trace_sigma": p.trace_sigma,
-        "trace_h_sigma": p.trace_h_sigma,
+        "trace_sigma": tr,
+        "trace_h_sigma": tr_h,
         "init_var_mean": float(v.mean()),
         "L0": loss0,
-        "B_noise_init": _ratio(p.trace_h_sigma, ghg),
-        "B_simple_init": _ratio(p.trace_sigma, g2),
+        "B_noise_init": _ratio(tr_h, ghg),
+        "B_simple_init": _ratio(tr, g2),
         "eps_max_init": _ratio(g2, ghg),
     }
     if target is None:

@@ -7,6 +7,13 @@ A minibatch gradient is ``G_B = G + ξ_B`` with ``ξ_B = (1/B) Σ_b ξ_b`` and `
   whatever B is (``F Fᵀ = Σ``; ``F = diag(√c)`` for a diagonal Σ);
 * **per-example**: B unit-variance vectors ``z_b`` from a named zero-mean distribution are really
   drawn and averaged, ``ξ_B = F (1/B) Σ_b z_b``; this tests that only the covariance matters.
+
+This module is the noise's one home. The problem (:class:`nqm.NoisyQuadratic`) stores Σ as it was given; every
+engine reads it through the accessors below (:func:`example_variance`, :func:`example_factor`,
+:func:`parameter_covariance`) and the quantities built from them here: what a step injects
+(:func:`injected_variance`, :func:`step_coefficients`, :func:`noise_sd`), the traces and the noise scales
+(:func:`trace_sigma`, :func:`trace_h_sigma`, :func:`noise_scale_of_moments`), and the draws. A change to the
+noise model (label noise Σ → Σ + s²H, say) is a change to the accessors alone.
 """
 
 from __future__ import annotations
@@ -19,6 +26,14 @@ from .checks import check_batch_size
 from .problem import NoisyQuadratic, check_precond
 
 __all__ = [
+    "example_variance",
+    "example_factor",
+    "parameter_covariance",
+    "trace_sigma",
+    "trace_h_sigma",
+    "noise_scale_of_moments",
+    "simple_noise_scale_of_moments",
+    "noise_sd",
     "EXAMPLE_DISTRIBUTIONS",
     "STUDENT_T_DF",
     "unit_examples",
@@ -29,6 +44,53 @@ __all__ = [
     "decay_pull",
     "DecayPull",
 ]
+
+
+# -- Σ as the engines see it: nothing outside this module reads the problem's noise fields ---------------------
+def example_variance(p: NoisyQuadratic) -> np.ndarray:
+    """Σ's diagonal in H's basis, ``c_i = Σ_ii``: the variance one example's gradient noise has along h_i. All
+    that the exact engines, the closed forms and the fused simulators need of Σ (the coordinates of H's basis
+    decouple in mean square)."""
+    return p.c
+
+
+def example_factor(p: NoisyQuadratic) -> np.ndarray | None:
+    """(d, d) F with F Fᵀ = Σ in H's basis for a dense Σ, None for a diagonal one (whose factor is diag(√c))."""
+    return p.sigma_factor
+
+
+def parameter_covariance(p: NoisyQuadratic) -> np.ndarray:
+    """(d, d) Σ in the parameter coordinates x = Qθ, ``Q Σ Qᵀ``: what the laws of elementwise optimisers (sign
+    descent, Adam's preconditioner) need, since they act coordinate by coordinate there."""
+    return p.parameter_sigma
+
+
+def trace_sigma(p: NoisyQuadratic) -> float:
+    """tr Σ = Σ_i c_i."""
+    return float(example_variance(p).sum())
+
+
+def trace_h_sigma(p: NoisyQuadratic, precond=None) -> float:
+    """tr(PHPΣ) = Σ_i p_i² h_i c_i for a preconditioner P diagonal in H's basis (tr(HΣ) without one)."""
+    pre = check_precond(p, precond)
+    return float((pre * pre * p.h) @ example_variance(p))
+
+
+def noise_scale_of_moments(p: NoisyQuadratic, second_moment, precond=None) -> np.ndarray:
+    r"""The gradient noise scale of a distribution of θ, from its second moments V_i = E[θ_i²] (..., d):
+
+    .. math:: B_\text{noise} = \frac{\operatorname{tr}(PHP\Sigma)}{\mathbb E[G^\top PHPG]}
+              = \frac{\sum_i p_i^2 h_i c_i}{\sum_i p_i^2 h_i^3 V_i}
+
+    (McCandlish et al. 2018, arXiv:1812.06162, eq. 2.8, with G = Hθ averaged over θ's distribution).
+    """
+    pre = check_precond(p, precond)
+    return trace_h_sigma(p, pre) / (np.asarray(second_moment) @ (pre**2 * p.h**3))
+
+
+def simple_noise_scale_of_moments(p: NoisyQuadratic, second_moment) -> np.ndarray:
+    r"""``B_simple = tr Σ / E[|G|²] = Σ_i c_i / Σ_i h_i² V_i`` for second moments V_i = E[θ_i²] (..., d) (eq. 2.9)."""
+    return trace_sigma(p) / (np.asarray(second_moment) @ p.h**2)
 
 
 # -- the noise model of the exact engines: what a step injects per coordinate of H's basis ------------------
@@ -42,7 +104,13 @@ def injected_variance(p: NoisyQuadratic, batch_size, precond=None) -> np.ndarray
     enters: the exact engines need E[θ_i²], and the coordinates of H's basis decouple in mean square.
     """
     pre = check_precond(p, precond)
-    return pre * pre * p.c / check_batch_size(batch_size)
+    return pre * pre * example_variance(p) / check_batch_size(batch_size)
+
+
+def noise_sd(p: NoisyQuadratic, batch_size) -> np.ndarray:
+    """√(c/B): the standard deviation of a batch's mean noise per coordinate of H's basis, what the fused
+    simulators scale their normals by (before the step ε and the preconditioner)."""
+    return np.sqrt(example_variance(p) / batch_size)
 
 
 def step_coefficients(p: NoisyQuadratic, opt, batch_size):
@@ -55,7 +123,7 @@ def step_coefficients(p: NoisyQuadratic, opt, batch_size):
     """
     e, b = float(opt.lr), float(check_batch_size(batch_size, single=True))
     pre = check_precond(p, opt.precond)
-    return e * pre * (p.h + getattr(opt, "coupled_decay", 0.0)), e * pre * np.sqrt(p.c / b)
+    return e * pre * (p.h + getattr(opt, "coupled_decay", 0.0)), e * pre * noise_sd(p, b)
 
 
 class DecayPull(NamedTuple):
@@ -155,9 +223,10 @@ def minibatch_noise(
 def correlate(z, p: NoisyQuadratic, scale: float, xp=np):
     """``scale``·Σ^½ z in H's basis for rows of unit draws z (rows, d), in z's dtype: √c·z for diagonal Σ,
     z Lᵀ with Σ = LLᵀ otherwise. ``xp`` is the array module of z (NumPy or CuPy)."""
-    if p.sigma_factor is None:
-        return z * xp.asarray(np.sqrt(p.c) * scale).astype(z.dtype)
-    return (z @ xp.asarray(p.sigma_factor.T * scale)).astype(z.dtype, copy=False)
+    factor = example_factor(p)
+    if factor is None:
+        return z * xp.asarray(np.sqrt(example_variance(p)) * scale).astype(z.dtype)
+    return (z @ xp.asarray(factor.T * scale)).astype(z.dtype, copy=False)
 
 
 def nested_minibatch_noise(

@@ -23,6 +23,7 @@ import numpy as np
 from scipy import special
 
 from .checks import as_real, check_batch_size, check_lr, check_point, check_real
+from .noise import parameter_covariance, trace_h_sigma, trace_sigma
 from .problem import NoisyQuadratic, check_precond
 
 __all__ = [
@@ -69,7 +70,7 @@ def step_moments(p: NoisyQuadratic, theta, precond=None):
     g = gradient(p, theta)
     gpg = np.einsum("...i,i,...i->...", g, pre, g)
     gphpg = np.einsum("...i,i,...i->...", g, pre * pre * p.h, g)
-    tr_phps = float((pre * pre * p.h) @ p.c)
+    tr_phps = trace_h_sigma(p, pre)
     return gpg, gphpg, tr_phps
 
 
@@ -91,7 +92,7 @@ def noise_scale(p: NoisyQuadratic, theta, precond=None):
 def simple_noise_scale(p: NoisyQuadratic, theta):
     """``B_simple = tr(Σ)/|G|²`` (eq. 2.9); equals B_noise when H ∝ I."""
     g = gradient(p, theta)
-    return _divide(p.trace_sigma, np.einsum("...i,...i->...", g, g))
+    return _divide(trace_sigma(p), np.einsum("...i,...i->...", g, g))
 
 
 def max_step(p: NoisyQuadratic, theta, precond=None):
@@ -173,7 +174,7 @@ def preconditioned_simple_noise_scale(p: NoisyQuadratic, theta, precond_x):
     if pre.shape[-1:] != (p.d,) or np.any(~np.isfinite(pre)) or np.any(pre <= 0):
         raise ValueError(f"precond_x must hold finite values > 0 with last axis {p.d}, got shape {pre.shape}")
     g = parameter_gradient(p, th)
-    noise = np.diag(p.parameter_sigma)
+    noise = np.diag(parameter_covariance(p))
     return _divide(np.sum(pre * pre * noise, axis=-1), np.sum((pre * g) ** 2, axis=-1))
 
 
@@ -184,7 +185,7 @@ def adam_preconditioner(p: NoisyQuadratic, theta, batch_size, eps: float = 1e-8)
     b = check_batch_size(batch_size)
     g = parameter_gradient(p, th)
     eps = check_real("eps", eps, low=0.0)  # a negative offset would make the preconditioner negative or infinite
-    return 1.0 / (np.sqrt(g * g + np.diag(p.parameter_sigma) / b[..., None]) + eps)
+    return 1.0 / (np.sqrt(g * g + np.diag(parameter_covariance(p)) / b[..., None]) + eps)
 
 
 # -- sign descent ----------------------------------------------------------------------------------------
@@ -252,7 +253,7 @@ class _SignInputs:
 
     def __init__(self, p: NoisyQuadratic, th, b):
         self.g = parameter_gradient(p, th)  # rows of points
-        self.hx, sx = p.parameter_hessian, p.parameter_sigma
+        self.hx, sx = p.parameter_hessian, parameter_covariance(p)
         sd = np.sqrt(np.clip(np.diag(sx), 0.0, None))
         with np.errstate(divide="ignore", invalid="ignore"):
             # ±inf without noise (or at B = inf); 0 for a zero gradient, whatever the noise

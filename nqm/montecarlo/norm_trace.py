@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..checks import check_count, check_init_var, check_memory, check_real, check_replicas
-from ..noise import check_distribution, nested_minibatch_noise
+from ..noise import check_distribution, nested_minibatch_noise, trace_h_sigma, trace_sigma
 from ..problem import NoisyQuadratic
 from .basis import WorkingBasis
 from .parallel import run_tasks, thread_count, tile_rng
@@ -76,5 +76,5 @@ def gradient_norm_trace(
     parts = run_tasks([block(r0) for r0 in blocks], thread_count(threads, len(blocks)))
     cat = {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
     return GradientNormTrace(
-        cat["small"], cat["big"], cat["cons"], cat["true"], cat["ghg"], b_small, b_big, p.trace_sigma, p.trace_h_sigma
+        cat["small"], cat["big"], cat["cons"], cat["true"], cat["ghg"], b_small, b_big, trace_sigma(p), trace_h_sigma(p)
     )

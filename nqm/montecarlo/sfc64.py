@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..noise import minibatch_noise
+from ..noise import minibatch_noise, noise_sd
 from ..problem import NoisyQuadratic, check_precond
 from ..progress import Progress
 from .basis import WorkingBasis
@@ -238,7 +238,7 @@ def simulate_sfc64(
     if fast and opt.linear:
         coef = _diagonal_coefficients(diagonal_recurrence(p, opt, batch_size), p, dtype)
     pull = None if opt.linear else nonlinear_pull(p, opt)
-    sd = np.sqrt(p.c / batch_size)
+    sd = noise_sd(p, batch_size)
 
     def task(r0, c0):
         def run():

@@ -24,7 +24,7 @@ import numpy as np
 
 from ...checks import as_real, check_count, check_init_var, check_memory, check_steps_at
 from ...curves import LossCurve, exact_curve
-from ...noise import decay_pull, step_coefficients
+from ...noise import decay_pull, noise_scale_of_moments, simple_noise_scale_of_moments, step_coefficients
 from ...optim import HeavyBall, Sgd, as_optimizer, require_linear, require_no_decay
 from ...problem import NoisyQuadratic, check_precond
 from . import forms
@@ -277,5 +277,5 @@ def noise_scales_at(p: NoisyQuadratic, opt, batch_size, t, *, init_var=1.0):
     out = []
     for chunk in np.array_split(t, max(1, len(t) // 64)):
         v = sgd_variance(lam, q, v0, chunk[:, None])
-        out.append(np.stack([((pre**2 * p.h) @ p.c) / (v @ (pre**2 * p.h**3)), p.trace_sigma / (v @ p.h**2)], 1))
+        out.append(np.stack([noise_scale_of_moments(p, v, pre), simple_noise_scale_of_moments(p, v)], 1))
     return np.concatenate(out)

@@ -51,6 +51,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from ...checks import check_init_var, check_real, check_target
+from ...noise import example_variance, noise_scale_of_moments
 from ...problem import NoisyQuadratic, check_precond
 from ...spectra import power_law_bins
 from ..runs import optimal_steps_to_target
@@ -101,7 +102,8 @@ def small_batch_examples(p: NoisyQuadratic, target, *, init_var=1.0, precond=Non
     kappa = pre * p.h
     v0 = check_init_var(init_var, p.d)
     half_h_v0 = 0.5 * p.h * v0
-    quarter_pc = 0.25 * pre * p.c
+    pc = pre * example_variance(p)
+    quarter_pc = 0.25 * pc  # exact: a power of two
 
     def signal(tau):
         return np.exp(-2.0 * np.multiply.outer(tau, kappa)) @ half_h_v0
@@ -139,8 +141,8 @@ def small_batch_examples(p: NoisyQuadratic, target, *, init_var=1.0, precond=Non
     tau = float(np.exp(best.x))
     eta = float((target - signal(tau)) / noise(tau))
     decay = np.exp(-2.0 * tau * kappa)
-    variance = v0 * decay - eta * (pre * p.c / (2.0 * p.h)) * np.expm1(-2.0 * tau * kappa)  # V∞ = ηp²c/(2κ)
-    b_noise = float((pre**2 * p.h) @ p.c / (variance @ (pre**2 * p.h**3)))
+    variance = v0 * decay - eta * (pc / (2.0 * p.h)) * np.expm1(-2.0 * tau * kappa)  # V∞ = ηp²c/(2κ)
+    b_noise = float(noise_scale_of_moments(p, variance, pre))
     return SmallBatchLimit(float(np.exp(best.fun)), tau, eta, b_noise)
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...checks import check_batch_size, check_init_var, check_target
-from ...noise import injected_variance
+from ...noise import injected_variance, trace_h_sigma
 from ...problem import NoisyQuadratic, check_precond
 
 __all__ = ["GreedySteps", "GreedyRun", "greedy_run", "greedy_schedule", "greedy_ramp", "adaptive_batch_schedule"]
@@ -36,7 +36,7 @@ class GreedySteps:
         self.ph = pre * p.h
         self.grad_w = pre * p.h**2  # tr(PH²M) = Σ p h² V
         self.curv_w = pre**2 * p.h**3  # tr(P²H³M) = Σ p² h³ V
-        self.noise = float((pre**2 * p.h) @ p.c)  # tr(P²HΣ)
+        self.noise = trace_h_sigma(p, pre)  # tr(P²HΣ)
         self.injected = injected_variance(p, 1.0, pre)  # per unit batch
 
     def loss(self, v) -> np.ndarray:

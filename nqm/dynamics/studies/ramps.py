@@ -170,7 +170,7 @@ def _first_order(p, pre, v0, lr, gamma, tau, scale):
     Tangent of V ← A(V − W) + W with A = e^{−2κτ}(1 − κτx/s), W = W⁰(1 + x/(2s)), x = ε₀κ, s = scale[j].
     """
     kappa = pre * p.h
-    rho = pre * pre * p.c
+    rho = injected_variance(p, 1.0, pre)  # p²c
     v, dv = v0.copy(), np.zeros(p.d)
     limit, first = [0.5 * p.h @ v], [0.0]
     for g, t, s in zip(gamma, tau, scale):
