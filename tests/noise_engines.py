@@ -73,6 +73,7 @@ def _answers(p: nqm.NoisyQuadratic) -> dict:
         "simulate.per_example": _curve(montecarlo.simulate(p, sgd, 4, 20, 64, seed=3, per_example="gaussian")),
         "simulate.philox": _curve(montecarlo.simulate(p, sgd, 4, 20, 64, seed=3, generator="philox")),
         "simulate.adam": _curve(montecarlo.simulate(p, optim.adam(0.05), 4, 20, 64, seed=3, threads=1)),
+        "simulate.adam.philox": _curve(montecarlo.simulate(p, optim.adam(0.05), 4, 20, 64, seed=3, generator="philox")),
         "one_step_improvement": [one.mean, one.sem],
         "gradient_norm_trace": np.concatenate([trace.sq_small.ravel(), trace.sq_big.ravel(), [trace.trace_sigma]]),
         "FiniteDataset.draw": nqm.FiniteDataset.draw(p, 20, seed=3).examples,

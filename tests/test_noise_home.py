@@ -39,6 +39,11 @@ BYPASSES = {
         ("    sd = noise_sd(p, batch_size)\n", "    sd = np.sqrt(p.c / batch_size)\n"),
         ["simulate.adam/diagonal"],  # the fused elementwise path; the linear one scales by step_coefficients
     ),
+    "counter engine": (
+        "nqm/montecarlo/counter.py",
+        ("    batch_sd = noise_sd(p, batch_size)\n", "    batch_sd = np.sqrt(p.c / batch_size)\n"),
+        ["simulate.adam.philox/diagonal"],  # its fused elementwise path
+    ),
     "noise scale": (
         "nqm/dynamics/moments/expected.py",
         ("noise_scale_of_moments(p, v, pre),", "((pre**2 * p.h) @ p.c) / (v @ (pre**2 * p.h**3)),"),

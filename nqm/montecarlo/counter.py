@@ -308,7 +308,7 @@ def simulate_counter(
     rec = diagonal_recurrence(p, opt, batch_size) if p.is_diagonal and opt.linear else None
     fused_elementwise = p.is_diagonal and not opt.linear and elementwise_parameters(opt) is not None
     pull = opt.pull(p.optimum) if fused_elementwise and hasattr(opt, "pull") else None
-    sd = noise_sd(p, batch_size)
+    batch_sd = noise_sd(p, batch_size)
     if batch_rows is None:
         if on_gpu:
             free = xp.cuda.runtime.memGetInfo()[0] + xp.get_default_memory_pool().free_bytes()
@@ -331,7 +331,7 @@ def simulate_counter(
         if rec is not None:
             part, x = diagonal_rows(xp, key, x, rec, p.h, record, row0, chunk_list)
         elif fused_elementwise:
-            part, x = elementwise_rows(xp, key, x, opt, p.h, sd, record, row0, chunk_list, pull=pull)
+            part, x = elementwise_rows(xp, key, x, opt, p.h, batch_sd, record, row0, chunk_list, pull=pull)
         else:
             part, x = _general_rows(xp, key, x, p, opt, batch_size, steps, record, row0)
         losses[row0 : row0 + rows] = part
