@@ -30,7 +30,7 @@ from .checks import (
 )
 from .curves import LossCurve, as_asked, check_record, exact_curve, loss_curve
 from .montecarlo import OneStepResult, tile_rng
-from .optim import Sgd, as_optimizer, require_linear, require_no_decay
+from .optim import as_optimizer, is_plain_sgd, require_linear, require_no_decay
 from .problem import NoisyQuadratic, check_precond
 from .threads import run_tasks, thread_count
 
@@ -84,7 +84,7 @@ class LeastSquares:
             "ask for fewer steps per call",
         )
         m = check_init_var(init_var, self.d).copy()
-        if isinstance(opt, Sgd) and opt.precond is None:
+        if is_plain_sgd(opt) and opt.precond is None:
             e = opt.lr  # SGD: the one-state recursion of the module docstring
             contraction = (1 - e * self.h) ** 2 + e * e * self.h**2 / b
             coupling = e * e * self.h / b

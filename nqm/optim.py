@@ -101,6 +101,7 @@ __all__ = [
     "Qhm",
     "Lion",
     "as_optimizer",
+    "is_plain_sgd",
     "split_average",
     "require_linear",
     "require_no_decay",
@@ -225,6 +226,12 @@ class _Linear(Optimizer):
         power its moment map)."""
         return None
 
+    def rest_rate(self, lam):
+        """``1 − F``'s action on the position when the state is at rest (θ_t = θ_{t−1}), per coordinate for
+        ``lam`` = εph: what weight decay's fixed point divides its pull by (:func:`nqm.dynamics.decay_fixed_point`).
+        None for an optimiser that carries no weight decay."""
+        return None
+
     @abstractmethod
     def transition(self, lam):
         """(F (..., m, m), g (..., m)) per coordinate for ``lam`` = εph (...): s' = F s + g σ z.
@@ -272,6 +279,12 @@ class _Decaying(_Linear):
 
     def _pull_share(self) -> float:
         return 1.0
+
+    def rest_rate(self, lam):
+        """``λ + δ·s``: λ = εph (coupled decay already in it), δ the decoupled rate and s the share of its pull on
+        the position (1, or 1 − β for heavy ball: the momentum carries the rest). Formed from λ and δ rather than
+        from F's entries, which would cancel when λ, δ ≪ 1."""
+        return lam + self.decoupled_rate * self._pull_share()
 
 
 @dataclass(frozen=True, eq=False)
@@ -757,6 +770,12 @@ def _check_eps(eps) -> float:
 def split_average(opt):
     """(the optimiser that is averaged, γ) for an EMA; (``opt``, 0) otherwise. ``ema(core, γ)`` rebuilds it."""
     return (opt.inner, opt.gamma) if isinstance(opt, Ema) else (opt, 0.0)
+
+
+def is_plain_sgd(opt) -> bool:
+    """Whether ``opt`` is (preconditioned, possibly decaying) SGD: one state, ``θ ← θ − εPg``, whose closed forms
+    the engines' SGD fast paths use. The one place outside the classes that asks what an optimiser is."""
+    return isinstance(opt, Sgd)
 
 
 def as_optimizer(opt) -> Optimizer:

@@ -1,5 +1,6 @@
 """The rules of docs/architecture.md, checked on the source: no import circles, no module reaching into another's
-``_private`` names, no arrow pointing up the layers, no import past a package's public face.
+``_private`` names, no arrow pointing up the layers, no import past a package's public face, no engine that tests
+an optimiser's type.
 
 Imports are read with ``ast`` from every file, those inside functions included. The layers are read from the
 architecture page itself (its code blocks headed ``# layers``), so the page and the code cannot drift apart
@@ -225,6 +226,23 @@ def past_the_face(known: dict[str, Path], root: Path = ROOT) -> list[str]:
     return found
 
 
+def optimiser_type_tests(root: Path) -> list[str]:
+    """``isinstance`` tests against a class of ``nqm/optim.py`` anywhere in ``nqm/`` but that file: what an optimiser
+    is stays in ``nqm.optim`` (its methods, ``is_plain_sgd``), so that adding one touches no engine."""
+    optim = root / "nqm" / "optim.py"
+    classes = {node.name for node in ast.parse(optim.read_text()).body if isinstance(node, ast.ClassDef)}
+    found = []
+    for path in modules(root, ("nqm",)).values():
+        if path == optim:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" and len(node.args) == 2:
+                named = {getattr(n, "id", None) or getattr(n, "attr", None) for n in ast.walk(node.args[1])}
+                if named & classes:
+                    found.append(f"{path.relative_to(root)}:{node.lineno}: isinstance(…, {sorted(named & classes)})")
+    return found
+
+
 # -- the rules on the code --------------------------------------------------------------------------------------
 PAGE = (ROOT / "docs" / "architecture.md").read_text()
 
@@ -245,6 +263,10 @@ def test_no_arrow_points_up_the_layers_of_the_architecture_page():
 
 def test_no_import_goes_past_a_package_s_public_face():
     assert past_the_face(modules(ROOT)) == []
+
+
+def test_no_engine_tests_an_optimiser_s_type():
+    assert optimiser_type_tests(ROOT) == []
 
 
 def touching(root: Path, word: str) -> list[str]:
@@ -353,7 +375,7 @@ def test_an_import_past_a_face_is_found(tmp_path):
     ]
 
 
-@pytest.mark.parametrize("rule", ["circle", "private", "layer", "face", "touches"])
+@pytest.mark.parametrize("rule", ["circle", "private", "layer", "face", "touches", "type test"])
 def test_the_rules_fail_on_a_violation_planted_in_the_real_code(rule, tmp_path):
     """Copy the package, plant one violation of each rule in real modules, and see the rule report it."""
     import shutil
@@ -366,6 +388,7 @@ def test_the_rules_fail_on_a_violation_planted_in_the_real_code(rule, tmp_path):
         "layer": ("nqm/noise.py", "\ndef _planted():\n    from .theory import optimal_lr\n"),
         "face": ("nqm/gallery.py", "\nfrom .dynamics.runs.search import optimal_tuned\n"),
         "touches": ("nqm/montecarlo/counter.py", "\n# a special case for Lion\n"),
+        "type test": ("nqm/dynamics/runs/steps.py", "\ndef _planted(o):\n    return isinstance(o, optim.HeavyBall)\n"),
     }[rule]
     path = tmp_path / plant[0]
     path.write_text(path.read_text() + plant[1])
@@ -376,5 +399,6 @@ def test_the_rules_fail_on_a_violation_planted_in_the_real_code(rule, tmp_path):
         "layer": lambda: upward_arrows(graph, layer_blocks(PAGE)),
         "face": lambda: past_the_face(modules(tmp_path), tmp_path),
         "touches": lambda: [f for f in touching(tmp_path, "lion") if f != "nqm/optim.py"],
+        "type test": lambda: optimiser_type_tests(tmp_path),
     }[rule]()
     assert found, rule

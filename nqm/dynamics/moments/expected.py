@@ -25,7 +25,7 @@ import numpy as np
 from ...checks import as_real, check_count, check_init_var, check_memory, check_steps_at
 from ...curves import LossCurve, exact_curve
 from ...noise import decay_pull, noise_scale_of_moments, simple_noise_scale_of_moments, step_coefficients
-from ...optim import HeavyBall, Sgd, as_optimizer, require_linear, require_no_decay
+from ...optim import as_optimizer, is_plain_sgd, require_linear, require_no_decay
 from ...problem import NoisyQuadratic, check_precond
 from . import forms
 from .sgd import log_abs_one_minus, one_minus_power, sgd_variance
@@ -117,11 +117,11 @@ def decay_fixed_point(opt, lam, pull) -> np.ndarray:
     which would cancel when λ, δ ≪ 1: ``x∞ = pull/(λ + δ(1 − β))``, the biased fixed point of the regularised
     objective (coupled: ``−λθ*/(h + λ)``; decoupled SGD: ``−λθ*/(ph + λ)``).
     """
-    if not isinstance(opt, (Sgd, HeavyBall)):
+    rate = opt.rest_rate(lam)
+    if rate is None:
         raise ValueError(f"weight decay is written for SGD and heavy ball; got {type(opt).__name__}")
-    share = 1.0 - opt.momentum if isinstance(opt, HeavyBall) else 1.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        x_inf = pull[:, 0] / (lam + opt.decoupled_rate * share)
+        x_inf = pull[:, 0] / rate
     return np.repeat(x_inf[:, None], opt.order, axis=1)
 
 
@@ -141,8 +141,8 @@ def mean_path(opt, lam, pull, start, t):
     dev = start - s_inf
     tt = t[:, None].astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        if isinstance(opt, Sgd):
-            rate = lam + opt.decoupled_rate  # 1 − a
+        if is_plain_sgd(opt):
+            rate = opt.rest_rate(lam)  # 1 − a
             return s_inf[:, 0] + (1.0 - one_minus_power(rate, log_abs_one_minus(rate), tt)) * dev[:, 0]
         f, _ = opt.transition(lam)
         r0, r1 = TwoStateMoments(f, np.zeros_like(pull), 0.0, (1.0, 0.0)).row(tt)
@@ -225,7 +225,7 @@ def steady_state_loss(p: NoisyQuadratic, opt, batch_size) -> float:
 
 def _sgd_only(opt, name):
     opt = require_no_decay(as_optimizer(opt), name)
-    if not isinstance(opt, Sgd):
+    if not is_plain_sgd(opt):
         raise ValueError(f"{name} is written for (preconditioned) SGD; got {type(opt).__name__}")
     return opt
 

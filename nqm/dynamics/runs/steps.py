@@ -6,7 +6,7 @@ import numpy as np
 
 from ...checks import check_batch_size, check_init_var, check_target
 from ...noise import decay_pull, step_coefficients
-from ...optim import Sgd, as_optimizer, require_linear
+from ...optim import as_optimizer, is_plain_sgd, require_linear
 from ...problem import NoisyQuadratic
 from ..moments import mean_path, second_moments, steady_state_loss
 from .sgd import SGDLoss, crossing_time, first_integer_step, monotone
@@ -67,7 +67,7 @@ def steps_to_target(p: NoisyQuadratic, opt, batch_size, target, *, init_var=1.0,
     if np.ndim(batch_size) != 0:
         raise ValueError(f"batch_size must be a single number here, got {batch_size!r}")
     check_batch_size(batch_size)
-    if isinstance(opt, Sgd) and not opt.weight_decay:  # (decay: the scan below, which knows its pull)
+    if is_plain_sgd(opt) and not opt.weight_decay:  # (decay: the scan below, which knows its pull)
         loss = SGDLoss(p, batch_size, init_var, opt.precond)
         eps = np.atleast_1d(np.float64(opt.lr))
         if loss.value(np.zeros(1), eps)[0] <= target:
