@@ -99,10 +99,9 @@ def test_one_step_changes_checks_its_arguments(quadratic_steps):
 def test_v23_says_why_it_did_not_run_without_the_extra(monkeypatch, tmp_path):
     from validation import v23_real_network as v23
     from validation.claims import Context
-    from validation.families import Budget
 
     monkeypatch.setattr(v23, "missing_extra", lambda: "needs jax: pip install 'nqm[real]'")
-    out = v23.run(Context(tmp_path, Budget.make(True), 0))
+    out = v23.run(Context(tmp_path, True, 0))
     assert out.checks == [] and "nqm[real]" in out.tables[0].rows[0][0]
 
 

@@ -4,11 +4,13 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import nqm
+import validation
 from nqm.cli import main as cli_main
 from validation.stats import Check, critical_z, decide, fit_saturation, parabola_vertex
 
@@ -56,14 +58,41 @@ def test_nqm_validate_quick_end_to_end(quick_report):
     assert {"name", "claim", "kind", "predicted", "measured", "se", "z", "passed"} <= set(checks[0])
     kinds = {c["kind"] for c in checks}
     assert kinds == {"check", "negative_control"}
-    names = " ".join(c["name"] for c in checks)
-    for tag in ("V1", "V2", "V3", "V4", "V5"):
-        assert tag in names
     assert all(c["passed"] for c in checks)
     for c in checks:
         if c["figure"]:
             assert (tmp_path / c["figure"]).stat().st_size > 10_000
     assert "negative controls rejected" in (tmp_path / "report.md").read_text()
+
+
+def test_every_discovered_claim_speaks_in_the_quick_report(quick_report):
+    """Each claim the runner finds reports under its own ID: checks named after it (statistical ones with a planted
+    control rejected), or findings tables tagged with it; and the report lists the sizes each claim declared."""
+    from validation.claims import discover
+
+    tmp_path, _ = quick_report
+    results = json.loads((tmp_path / "results.json").read_text())
+    checks, findings = results["checks"], results["findings"]
+    for claim in discover():
+        own = [c for c in checks if c["name"].split()[0] == claim.id]
+        tables = [t for t in findings if t["claim"] == claim.id]
+        assert own or tables, f"{claim.id} reported nothing"
+        if any(c["kind"] == "check" and not c["exact"] for c in own):
+            assert any(c["kind"] == "negative_control" for c in own), f"{claim.id} has no planted control"
+        assert results["meta"]["budget"].get(claim.id, {}) == claim.sizes.as_dict(True)
+
+
+def test_sizes_are_pairs_and_quick_never_exceeds_full():
+    from validation.claims import discover
+    from validation.sizes import Sizes
+
+    for claim in discover():
+        for name, (quick, full) in claim.sizes.pairs.items():
+            assert quick <= full, f"{claim.id}: {name}"
+    assert Sizes(replicas=(10, 20)).at(True).replicas == 10 and Sizes(replicas=(10, 20)).at(False).replicas == 20
+    for bad in ((10,), (0, 5), (1.5, 2), [3, 4], (True, 2)):
+        with pytest.raises(ValueError, match="'replicas' must be a pair"):
+            Sizes(replicas=bad)
 
 
 def test_python_m_validation_is_nqm_validate():
@@ -92,7 +121,9 @@ def test_only_runs_the_named_checks(tmp_path, capsys):
 def test_claims_are_discovered_in_order():
     from validation.claims import discover
 
-    assert [c.id for c in discover()] == [f"V{i}" for i in range(1, 25)]
+    files = sorted(int(p.name[1:].split("_")[0]) for p in Path(validation.__file__).parent.glob("v[0-9]*_*.py"))
+    assert len(files) >= 24
+    assert [c.id for c in discover()] == [f"V{n}" for n in files]
 
 
 def test_a_new_claim_is_one_file(tmp_path, monkeypatch):
@@ -107,7 +138,8 @@ def test_a_new_claim_is_one_file(tmp_path, monkeypatch):
         "def run(ctx):\n    return Outcome(tables=[ctx.seed])\nrun_on_problem = run\n"
     )
     (pkg / "v10_tenth.py").write_text(
-        "ID = 'V10'\nTITLE = 'tenth'\nNOT_ON_A_PROBLEM = 'why'\ndef run(ctx):\n    return None\n"
+        "from validation.sizes import Sizes\nID = 'V10'\nTITLE = 'tenth'\nNOT_ON_A_PROBLEM = 'why'\n"
+        "SIZES = Sizes(n=(1, 2))\ndef run(ctx):\n    return None\n"
     )
     (pkg / "helpers.py").write_text("X = 1\n")  # not a claim: no vN_ prefix
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -115,6 +147,7 @@ def test_a_new_claim_is_one_file(tmp_path, monkeypatch):
     assert [(c.id, c.title) for c in claims] == [("V2", "second"), ("V10", "tenth")]
     assert claims[0].run_on_problem is claims[0].run and claims[1].not_on_a_problem == "why"
     assert claims[0].run(Context(tmp_path, None, 7)).tables == [7]
+    assert claims[0].sizes.pairs == {} and claims[1].sizes.as_dict(quick=False) == {"n": 2}
     (pkg / "v3_wrong.py").write_text("ID = 'V4'\nTITLE = 't'\ndef run(ctx):\n    pass\n")
     with pytest.raises(ValueError, match="v3_wrong declares ID 'V4'"):
         discover("more_claims")
@@ -125,6 +158,11 @@ def test_a_new_claim_is_one_file(tmp_path, monkeypatch):
     (pkg / "v3_wrong.py").write_text("ID = 'V3'\nTITLE = 't'\ndef run(ctx):\n    pass\n")
     monkeypatch.delitem(sys.modules, "more_claims.v3_wrong")
     with pytest.raises(ValueError, match="v3_wrong must define one of run_on_problem, NOT_ON_A_PROBLEM"):
+        discover("more_claims")
+    (pkg / "v3_wrong.py").write_text("ID = 'V3'\nTITLE = 't'\nNOT_ON_A_PROBLEM = 'x'\nSIZES = {'n': (1, 2)}\n")
+    (pkg / "v3_wrong.py").write_text((pkg / "v3_wrong.py").read_text() + "def run(ctx):\n    pass\n")
+    monkeypatch.delitem(sys.modules, "more_claims.v3_wrong")
+    with pytest.raises(ValueError, match="v3_wrong: SIZES must be a validation.sizes.Sizes"):
         discover("more_claims")
 
 

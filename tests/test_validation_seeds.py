@@ -11,12 +11,12 @@ from scipy import special
 
 from nqm import theory
 from validation import v15_sign_descent as v15
-from validation.families import Budget
+from validation.v15_sign_descent import SIZES as SIGN_SIZES
 
 SEEDS = range(24)
 
 
-@pytest.mark.parametrize("d", sorted({Budget.make(True).d_sign, Budget.make(False).d_sign}))
+@pytest.mark.parametrize("d", sorted(set(SIGN_SIZES.pairs["d"])))
 def test_v15_grids_are_valid_for_every_seed(d):
     no_peak = 0
     for seed in SEEDS:

@@ -9,7 +9,9 @@ A claim module declares
 * and, for ``nqm validate --problem FILE``, either ``run_on_problem(ctx) -> Outcome`` (the claim held on the user's
   problem, ``ctx.problem``; ``ctx.families`` is then that problem alone) or ``NOT_ON_A_PROBLEM``, the reason it
   does not apply to one, which the report prints; optionally ``cannot_speak(problem) -> str | None``, why it
-  cannot speak on a particular problem (a noiseless one, say), for the report too.
+  cannot speak on a particular problem (a noiseless one, say), for the report too;
+* ``SIZES`` (optional) — its experiment sizes, each once as a pair (quick, full) (:class:`validation.sizes.Sizes`),
+  read with ``SIZES.at(ctx.quick)``; the report lists them.
 
 Adding a claim is adding one file; :func:`discover` finds it and the runner runs it in the order of the numbers.
 What several claims share — the problem families and their points, the one-step grids of V1 and V2 — is built
@@ -26,10 +28,15 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
-from .families import Budget, Family, UserProblem, families, problem_family
+from .families import Family, UserProblem, families, problem_family
 from .one_step import OneStepGrid, run_grid
+from .sizes import Sizes
 
-__all__ = ["Claim", "Context", "Outcome", "discover"]
+__all__ = ["Claim", "Context", "Outcome", "discover", "GRID_SIZES"]
+
+GRID_SIZES = Sizes(replicas=(600, 3000), replicas_examples=(300, 1500))
+"""Replicas per (B, ε) cell of the one-step grids V1 and V2 share (``_examples``: per-example noise, which draws B
+examples per replica)."""
 
 _CLAIM_FILE = re.compile(r"^v(\d+)_\w+$")
 
@@ -43,16 +50,12 @@ class Outcome:
 
 
 class Context:
-    """Everything a claim may use: where figures go, the budget, the suite seed, the user's problem (or None),
-    and shared experiments."""
+    """Everything a claim may use: where figures go, the budget (``quick``), the suite seed, the user's problem
+    (or None), and shared experiments."""
 
-    def __init__(self, out_dir: Path, budget: Budget, seed: int, problem: UserProblem | None = None):
-        self.out_dir, self.budget, self.seed, self.problem = out_dir, budget, seed, problem
+    def __init__(self, out_dir: Path, quick: bool, seed: int, problem: UserProblem | None = None):
+        self.out_dir, self.quick, self.seed, self.problem = out_dir, bool(quick), seed, problem
         self._grids: dict[str, list[OneStepGrid]] = {}
-
-    @property
-    def quick(self) -> bool:
-        return self.budget.quick
 
     @cached_property
     def families(self) -> dict[str, Family]:
@@ -60,13 +63,13 @@ class Context:
         alone, as key ``"problem"``, when there is one)."""
         if self.problem is not None:
             return {"problem": problem_family(self.problem, self.seed)}
-        return {f.key: f for f in families(self.budget, self.seed)}
+        return {f.key: f for f in families(self.quick, self.seed)}
 
     def one_step_grids(self, family: Family) -> list[OneStepGrid]:
         """ΔL on a (B, ε) grid at each of the family's points (shared by V1 and V2)."""
         if family.key not in self._grids:
-            b = self.budget
-            replicas = b.one_step_replicas if family.per_example is None else b.one_step_replicas_examples
+            size = GRID_SIZES.at(self.quick)
+            replicas = size.replicas if family.per_example is None else size.replicas_examples
             self._grids[family.key] = [run_grid(family, point, replicas, self.seed) for point in family.points]
         return self._grids[family.key]
 
@@ -83,6 +86,7 @@ class Claim:
     run_on_problem: Callable[[Context], Outcome] | None = None
     not_on_a_problem: str | None = None
     cannot_speak: Callable[[UserProblem], str | None] = lambda problem: None
+    sizes: Sizes = field(default_factory=Sizes)
 
 
 def discover(package: str = "validation") -> list[Claim]:
@@ -101,7 +105,10 @@ def discover(package: str = "validation") -> list[Claim]:
         on_problem, why_not = getattr(module, "run_on_problem", None), getattr(module, "NOT_ON_A_PROBLEM", None)
         if (on_problem is None) == (why_not is None):
             raise ValueError(f"claim module {module.__name__} must define one of run_on_problem, NOT_ON_A_PROBLEM")
-        claim = Claim(module.ID, module.TITLE, module.run, module.__name__, on_problem, why_not)
+        sizes = getattr(module, "SIZES", Sizes())
+        if not isinstance(sizes, Sizes):
+            raise ValueError(f"claim module {module.__name__}: SIZES must be a validation.sizes.Sizes, got {sizes!r}")
+        claim = Claim(module.ID, module.TITLE, module.run, module.__name__, on_problem, why_not, sizes=sizes)
         if hasattr(module, "cannot_speak"):
             claim = replace(claim, cannot_speak=module.cannot_speak)
         found.append((int(match.group(1)), claim))

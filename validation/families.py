@@ -1,4 +1,4 @@
-"""The problem families and budgets shared by the validation checks.
+"""The problem families shared by the validation checks.
 
 Three families, as issue V1 asks: Zhang et al.'s spectrum (h_i = 1/i, Σ = H, batch-scaled Gaussian
 noise), a dense Σ whose eigenbasis is a Haar-random rotation away from H's, and per-example Student-t
@@ -16,121 +16,11 @@ import numpy as np
 import nqm
 from nqm import info, problem_file, spectra
 
+from .sizes import Sizes
 
-@dataclass(frozen=True)
-class Budget:
-    """Sizes of the experiments; ``quick`` is for the tests and a first look (about 4 minutes on 2 cores)."""
-
-    quick: bool
-    d_zhang: int
-    d_dense: int
-    d_examples: int
-    one_step_replicas: int
-    one_step_replicas_examples: int
-    optimum_replicas: int
-    trajectory_replicas: int
-    trajectory_steps: int
-    estimator_replicas: int = 2000
-    tracking_replicas: int = 40
-    tracking_steps: int = 300
-    temperature_replicas: int = 1000
-    d_pareto: int = 1000
-    noise_scale_replicas: int = 100
-    least_squares_replicas: int = 1200
-    least_squares_replicas_examples: int = 300
-    d_claims: int = 10_000  # Zhang et al.'s claims are about their d = 10⁴ problem
-    d_greedy: int = 100
-    d_sign: int = 32
-    sign_replicas: int = 20_000
-    d_adam: int = 32
-    adam_replicas: int = 64
-    adam_log2_batch: int = 8
-    d_adam_surge: int = 16
-    d_critical: int = 300
-    d_critical_heavy_ball: int = 30
-    d_decay: int = 100
-    decay_replicas: int = 2000
-    decay_steps: int = 300
-    d_finite: int = 20
-    finite_examples: int = 256
-    finite_replicas: int = 8000
-    real_draws: int = 800  # minibatches per batch size of V23's one real SGD step
-
-    @classmethod
-    def make(cls, quick: bool) -> Budget:
-        if quick:
-            return cls(
-                quick=True,
-                d_zhang=256,
-                d_dense=32,
-                d_examples=12,
-                one_step_replicas=600,
-                one_step_replicas_examples=300,
-                optimum_replicas=1500,
-                trajectory_replicas=100,
-                trajectory_steps=300,
-                estimator_replicas=2000,
-                tracking_replicas=40,
-                tracking_steps=300,
-                temperature_replicas=1000,
-                d_pareto=1000,
-                noise_scale_replicas=100,
-                least_squares_replicas=1200,
-                least_squares_replicas_examples=300,
-                d_claims=10_000,
-                d_greedy=100,
-                d_sign=32,
-                sign_replicas=20_000,
-                d_adam=32,
-                adam_replicas=64,
-                adam_log2_batch=8,
-                d_adam_surge=16,
-                d_critical=300,
-                d_critical_heavy_ball=30,
-                d_decay=100,
-                decay_replicas=2000,
-                decay_steps=300,
-                d_finite=20,
-                finite_examples=256,
-                finite_replicas=4000,
-                real_draws=300,
-            )
-        return cls(
-            quick=False,
-            d_zhang=2000,
-            d_dense=64,
-            d_examples=16,
-            one_step_replicas=3000,
-            one_step_replicas_examples=1500,
-            optimum_replicas=10000,
-            trajectory_replicas=500,
-            trajectory_steps=1500,
-            estimator_replicas=20000,
-            tracking_replicas=100,
-            tracking_steps=1500,
-            temperature_replicas=3000,
-            d_pareto=10_000,
-            noise_scale_replicas=200,
-            least_squares_replicas=6000,
-            least_squares_replicas_examples=1500,
-            d_claims=10_000,
-            d_greedy=1000,
-            d_sign=64,
-            sign_replicas=40_000,
-            d_adam=128,
-            adam_replicas=128,
-            adam_log2_batch=10,
-            d_adam_surge=32,
-            d_critical=1000,
-            d_critical_heavy_ball=100,
-            d_decay=300,
-            decay_replicas=4000,
-            decay_steps=600,
-            d_finite=50,
-            finite_examples=256,
-            finite_replicas=12000,
-            real_draws=800,
-        )
+SHARED = Sizes(d_zhang=(256, 2000), d_dense=(32, 64), d_examples=(12, 16))
+"""The sizes of the shared experiments: the three families' dimensions. Each claim declares its own sizes in its
+file (:mod:`validation.sizes`); the one-step grids V1 and V2 share are sized in :mod:`validation.claims`."""
 
 
 @dataclass
@@ -180,14 +70,15 @@ class Family:
         return self
 
 
-def families(budget: Budget, seed: int) -> list[Family]:
+def families(quick: bool, seed: int) -> list[Family]:
     """The three families of checks V1–V3, with their points."""
-    zhang = nqm.NoisyQuadratic.zhang2019(budget.d_zhang)
-    h_dense = spectra.log_uniform(budget.d_dense, 0.01, 1.0)
+    size = SHARED.at(quick)
+    zhang = nqm.NoisyQuadratic.zhang2019(size.d_zhang)
+    h_dense = spectra.log_uniform(size.d_dense, 0.01, 1.0)
     sigma = spectra.misaligned_sigma(spectra.noise_power(h_dense, 1.0, 0.5), strength=1.0, seed=seed + 1)
-    dense = nqm.NoisyQuadratic(h_dense, sigma=sigma, name=f"dense misaligned Σ (d={budget.d_dense})")
-    h_ex = spectra.log_uniform(budget.d_examples, 0.1, 1.0)
-    examples = nqm.NoisyQuadratic(h_ex, h_ex, name=f"Student-t examples (d={budget.d_examples})")
+    dense = nqm.NoisyQuadratic(h_dense, sigma=sigma, name=f"dense misaligned Σ (d={size.d_dense})")
+    h_ex = spectra.log_uniform(size.d_examples, 0.1, 1.0)
+    examples = nqm.NoisyQuadratic(h_ex, h_ex, name=f"Student-t examples (d={size.d_examples})")
     out = [
         Family("zhang2019", zhang, None, 1.0, 8, {"early": 2, "mid": 30, "late": 300}),
         Family("dense-misaligned", dense, None, 1.0, 8, {"early": 2, "mid": 30, "late": 300}),

@@ -15,6 +15,7 @@ import nqm
 from nqm import plots, theory
 
 from .families import Family, batch_grid
+from .report import save_figure
 
 EPS_FACTORS = np.linspace(0.1, 2.5, 9)
 
@@ -76,5 +77,4 @@ def saturation_figure(panels, ylabel: str, points_label: str, name: str, out_dir
             title=title,
             theory_label="1/(1 + B_noise/B)",
         )
-    plots.save(fig, out_dir / name)
-    return name
+    return save_figure(fig, out_dir, name)

@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from nqm import plots
+
 from .html_report import write_html
 from .report_text import number, preamble, problem_scope, verdict
 from .stats import Check, worst_cell
@@ -27,6 +29,7 @@ class Table:
     rows: list[list]
     note: str = ""
     figure: str | None = None
+    claim: str = ""  # the claim's ID, set by the runner
 
     def markdown(self) -> list[str]:
         cells = [[_cell(v) for v in row] for row in self.rows]
@@ -38,6 +41,13 @@ class Table:
         if self.figure:
             lines += ["", f"![{self.title}]({self.figure})"]
         return lines + [""]
+
+
+def save_figure(fig, out_dir, name: str) -> str:
+    """Save a claim's figure as ``out_dir/name`` and close it; returns ``name``, what a :class:`Table` or a
+    :class:`~validation.stats.Check` links (the report's figures sit beside it)."""
+    plots.save(fig, out_dir / name)
+    return name
 
 
 def _record(c: Check) -> dict:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from .claims import Context, discover
-from .families import Budget, UserProblem
+from .claims import GRID_SIZES, Context, discover
+from .families import SHARED, UserProblem
 from .output import atomic_directory
 from .report import write
 from .stats import ALPHA_SUITE, decide, without_power
@@ -51,7 +52,7 @@ def run(
 def _run(claims, want, ids, work: Path, quick, seed, log, only, problem) -> tuple[dict, float]:
     """Runs the chosen claims, writing figures and the report into ``work`` (which becomes ``out_dir``)."""
     start = time.perf_counter()
-    ctx = Context(work, Budget.make(quick), seed, problem)
+    ctx = Context(work, quick, seed, problem)
     checks, tables, not_run = [], [], []
     for claim in claims:
         if claim.id not in want:
@@ -64,7 +65,7 @@ def _run(claims, want, ids, work: Path, quick, seed, log, only, problem) -> tupl
             continue
         outcome = (claim.run if problem is None else claim.run_on_problem)(ctx)
         checks += outcome.checks
-        tables += outcome.tables
+        tables += [replace(t, claim=claim.id) for t in outcome.tables]
         log(f"[{time.perf_counter() - start:6.1f} s] {claim.id} ({claim.title}) done")
     z_crit = decide(checks, ALPHA_SUITE)
     powerless = [c.name for c in checks if problem is not None and without_power(c, z_crit)]
@@ -77,7 +78,11 @@ def _run(claims, want, ids, work: Path, quick, seed, log, only, problem) -> tupl
         "z_crit": z_crit,
         "statistical_cells": sum(c.cells for c in checks if c.kind == "check" and not c.exact),
         "seconds": time.perf_counter() - start,
-        "budget": ctx.budget.__dict__,
+        "budget": {
+            "families": SHARED.as_dict(quick),
+            "one-step grids": GRID_SIZES.as_dict(quick),
+            **{c.id: c.sizes.as_dict(quick) for c in claims if c.id in want and c.sizes.pairs},
+        },
     }
     if problem is not None:
         meta["problem"] = {

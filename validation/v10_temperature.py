@@ -27,11 +27,13 @@ from nqm import dynamics, plots, spectra
 
 from .claims import Context, Outcome
 from .one_step import stream
-from .report import Table
+from .report import Table, save_figure
+from .sizes import Sizes
 from .stats import Check, ratio_to_mean
 
 ID = "V10"
 TITLE = "the temperature relations of App. C"
+SIZES = Sizes(replicas=(1000, 3000))
 NOT_ON_A_PROBLEM = "it needs App. C's toy model, whose noise Σ = HΣ_cH comes from shifted examples, not a given Σ"
 
 D, BATCH, STEPS = 64, 4, 4000
@@ -141,11 +143,10 @@ def _figure(points, tr, tr_h, tr_h2, out_dir) -> str:
         title="noise scales ∝ 1/T",
         theory_label="(2/T)·trΣ/tr(HΣ) and (2/T)·tr(HΣ)/tr(H²Σ)",
     )
-    plots.save(fig, out_dir / "v10_temperature.png")
-    return "v10_temperature.png"
+    return save_figure(fig, out_dir, "v10_temperature.png")
 
 
 def run(ctx: Context) -> Outcome:
     """V10 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
-    checks, tables = compute(ctx.budget.temperature_replicas, ctx.seed, ctx.out_dir)
+    checks, tables = compute(SIZES.at(ctx.quick).replicas, ctx.seed, ctx.out_dir)
     return Outcome(checks, tables)

@@ -20,11 +20,15 @@ from .claims import Context, Outcome
 from .families import UserProblem, noiseless_or_too_large
 from .one_step import stream
 from .predicted_steps import predicted_steps_checks
-from .report import Table
+from .report import Table, save_figure
+from .sizes import Sizes
 from .stats import Check, ratio_to_mean
 
 ID = "V11"
 TITLE = "whole runs, the Pareto frontier and B_crit"
+SIZES = Sizes(
+    d_pareto=(1000, 10_000), d_zhang=(256, 2000), noise_scale_replicas=(100, 200), trajectory_replicas=(100, 500)
+)
 
 BATCHES = 2.0 ** np.arange(2, 22)
 TARGETS = (0.1, 0.01, 0.001)
@@ -220,14 +224,13 @@ def _figure(curves, out_dir) -> str:
         ylabel="examples E = B·S",
         title="Pareto frontier",
     )
-    plots.save(fig, out_dir / "v11_pareto.png")
-    return "v11_pareto.png"
+    return save_figure(fig, out_dir, "v11_pareto.png")
 
 
 def run(ctx: Context) -> Outcome:
     """V11 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
-    b = ctx.budget
-    checks, tables = compute(b.d_pareto, b.d_zhang, b.noise_scale_replicas, ctx.seed, ctx.out_dir)
+    size = SIZES.at(ctx.quick)
+    checks, tables = compute(size.d_pareto, size.d_zhang, size.noise_scale_replicas, ctx.seed, ctx.out_dir)
     return Outcome(checks, tables)
 
 
@@ -329,13 +332,12 @@ def _problem_figure(batch, steps, facts, out_dir) -> str:
         title=f"{facts['name']}: B_crit = {facts['B_crit']:.4g}",
         theory_label="S_min + E_min/B",
     )
-    plots.save(fig, out_dir / PROBLEM_FIGURE)
-    return PROBLEM_FIGURE
+    return save_figure(fig, out_dir, PROBLEM_FIGURE)
 
 
 def run_on_problem(ctx: Context) -> Outcome:
     """V11 on the user's problem and target (``nqm validate --problem FILE [--target L]``)."""
-    checks, tables = on_problem(ctx.problem, ctx.budget.trajectory_replicas, ctx.seed, ctx.out_dir)
+    checks, tables = on_problem(ctx.problem, SIZES.at(ctx.quick).trajectory_replicas, ctx.seed, ctx.out_dir)
     return Outcome(checks, tables)
 
 

@@ -20,11 +20,13 @@ from . import v2_optimal_step, v3_optimal_improvement
 from .claims import Context, Outcome
 from .families import Family
 from .one_step import improvement_law, run_grid, stream
-from .report import Table
+from .report import Table, save_figure
+from .sizes import Sizes
 from .stats import Check, ratio_of_means
 
 ID = "V12"
 TITLE = "state-dependent noise"
+SIZES = Sizes(replicas=(1200, 6000), replicas_examples=(300, 1500))
 NOT_ON_A_PROBLEM = "it is about least squares, whose noise Σ(θ) changes with θ; a problem file gives a fixed Σ"
 
 POINTS = {"early": 0, "mid": 20, "late": 200}
@@ -192,12 +194,11 @@ def _figure(panels, ls, replicas, seed, out_dir) -> str:
         title="trajectory vs exact recursion",
         theory_label="exact recursion",
     )
-    plots.save(fig, out_dir / "v12_least_squares.png")
-    return "v12_least_squares.png"
+    return save_figure(fig, out_dir, "v12_least_squares.png")
 
 
 def run(ctx: Context) -> Outcome:
     """V12 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
-    b = ctx.budget
-    checks, tables = compute(b.least_squares_replicas, b.least_squares_replicas_examples, ctx.seed, ctx.out_dir)
+    size = SIZES.at(ctx.quick)
+    checks, tables = compute(size.replicas, size.replicas_examples, ctx.seed, ctx.out_dir)
     return Outcome(checks, tables)

@@ -19,11 +19,14 @@ from nqm import dynamics, plots
 
 from .claims import Context, Outcome
 from .predicted_steps import predicted_steps_checks
-from .report import Table
+from .report import Table, save_figure
+from .sizes import Sizes
 from .stats import Check
 
 ID = "V13"
 TITLE = "momentum, EMA, schedules"
+# d_claims: Zhang et al.'s claims are about their d = 10⁴ problem
+SIZES = Sizes(d_claims=(10_000, 10_000), d_zhang=(256, 2000), noise_scale_replicas=(100, 200))
 NOT_ON_A_PROBLEM = "Zhang et al.'s claims about momentum, averaging and schedules are stated for their problem only"
 
 BATCHES = 2.0 ** np.arange(2, 22, 2)
@@ -274,14 +277,18 @@ def _figure(sgd, mom, ema, piecewise, bound, out_dir) -> str:
         title="tuned optimisers (exact optima)",
         theory_label="lower bound d/(2·target·B)",
     )
-    plots.save(fig, out_dir / FIGURE)
-    return FIGURE
+    return save_figure(fig, out_dir, FIGURE)
 
 
 def run(ctx: Context) -> Outcome:
     """V13 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
-    b = ctx.budget
+    size = SIZES.at(ctx.quick)
     checks, tables = compute(
-        b.d_claims, b.d_zhang, b.noise_scale_replicas, ctx.seed, ctx.out_dir, BATCHES[::3] if b.quick else BATCHES
+        size.d_claims,
+        size.d_zhang,
+        size.noise_scale_replicas,
+        ctx.seed,
+        ctx.out_dir,
+        BATCHES[::3] if ctx.quick else BATCHES,
     )
     return Outcome(checks, tables)

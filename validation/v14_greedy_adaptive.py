@@ -18,10 +18,12 @@ import nqm
 from nqm import dynamics, plots
 
 from .claims import Context, Outcome
-from .report import Table
+from .report import Table, save_figure
+from .sizes import Sizes
 
 ID = "V14"
 TITLE = "greedy frontier, adaptive batch size"
+SIZES = Sizes(d=(100, 1000))
 NOT_ON_A_PROBLEM = "its frontier and adaptive-batch findings are measured on zhang2019 (reported, not judged)"
 
 TARGET = 0.01
@@ -116,11 +118,9 @@ def _figure(steps, examples, adaptive, out_dir) -> str:
         ylabel="examples E",
         title="steps/examples frontier (exact dynamics)",
     )
-    plots.save(fig, out_dir / FIGURE)
-    return FIGURE
+    return save_figure(fig, out_dir, FIGURE)
 
 
 def run(ctx: Context) -> Outcome:
     """V14 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
-    b = ctx.budget
-    return Outcome(tables=compute(b.d_greedy, ctx.out_dir))
+    return Outcome(tables=compute(SIZES.at(ctx.quick).d, ctx.out_dir))

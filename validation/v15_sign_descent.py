@@ -37,11 +37,13 @@ import nqm
 from nqm import optim, plots, spectra, theory
 
 from .claims import Context, Outcome
-from .report import Table
+from .report import Table, save_figure
+from .sizes import Sizes
 from .stats import Check, parabola_vertex
 
 ID = "V15"
 TITLE = "sign descent: the exact one-step law and the surge"
+SIZES = Sizes(d=(32, 64), replicas=(20_000, 40_000))
 NOT_ON_A_PROBLEM = "sign descent's law is held on two problems built with noise in the parameter coordinates"
 
 CLAIM = "E[ΔL] = εG_xᵀE[s] − ½ε²Σ(H_x)_ij E[s_i s_j] (sign descent, exact)"
@@ -183,7 +185,8 @@ def zero_gradient_point(p, theta):
 
 def run(ctx: Context) -> Outcome:
     """V15 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
-    d, replicas = ctx.budget.d_sign, ctx.budget.sign_replicas
+    size = SIZES.at(ctx.quick)
+    d, replicas = size.d, size.replicas
     probs = problems(d, ctx.seed)
     checks, curves, rows, edge_rows = [], {}, [], []
     for key, p in probs.items():
@@ -372,5 +375,4 @@ def _figure(probs, curves, out_dir) -> str:
                 ax.plot(CURVE_B, approx, ls="--", lw=0.9, color="0.55", label="small-B approx." if i == 0 else None)
             ax.legend(fontsize=7)
         ax.set_ylim(0, None)
-    plots.save(fig, out_dir / "v15_sign_descent.png")
-    return "v15_sign_descent.png"
+    return save_figure(fig, out_dir, "v15_sign_descent.png")

@@ -26,10 +26,12 @@ import nqm
 from nqm import dynamics, info, optim, plots, spectra, theory
 
 from .claims import Context, Outcome
-from .report import Table
+from .report import Table, save_figure
+from .sizes import Sizes
 
 ID = "V16"
 TITLE = "Adam's batch-size rules (Monte Carlo) beside SGD's (exact)"
+SIZES = Sizes(d=(32, 128), replicas=(64, 128), log2_batch=(8, 10), d_surge=(16, 32))
 NOT_ON_A_PROBLEM = "its Adam findings are tuned by simulation on zhang2019 (reported, not judged)"
 
 TARGET_FRACTION = 0.05  # target = 5% of the initial loss
@@ -60,8 +62,9 @@ def fit_step_law(batch_sizes, lrs, se=None):
 
 def run(ctx: Context) -> Outcome:
     """V16 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
-    d, replicas = ctx.budget.d_adam, ctx.budget.adam_replicas
-    batches = 2.0 ** np.arange(0, ctx.budget.adam_log2_batch + 1, 2 if ctx.quick else 1)
+    size = SIZES.at(ctx.quick)
+    d, replicas = size.d, size.replicas
+    batches = 2.0 ** np.arange(0, size.log2_batch + 1, 2 if ctx.quick else 1)
     p = nqm.NoisyQuadratic.zhang2019(d)
     loss0 = 0.5 * float(p.h.sum())  # E[L(θ₀)] with θ₀ ~ N(0, I)
     target = TARGET_FRACTION * loss0
@@ -245,8 +248,7 @@ def _figure(batches, lr, lr_se, steps, steps_se, sgd, pre, out_dir) -> str:
         ax=axes[1],
     )
     axes[1].errorbar(batches, steps, yerr=steps_se, fmt="none", ecolor="0.3")
-    plots.save(fig, out_dir / "v16_adam_batch_size.png")
-    return "v16_adam_batch_size.png"
+    return save_figure(fig, out_dir, "v16_adam_batch_size.png")
 
 
 SURGE_CONFIGS = {
@@ -261,7 +263,8 @@ QUICK_SURGE_CONFIGS = ("sign descent", "Adam β₁ = 0.9, β₂ = 0.999")
 
 def _surge_table(ctx: Context) -> Table:
     """Tuned steps of sign-like optimisers against B on the rotated problem of V15 (independent noise in x)."""
-    d, replicas = ctx.budget.d_adam_surge, ctx.budget.adam_replicas // 2
+    size = SIZES.at(ctx.quick)
+    d, replicas = size.d_surge, size.replicas // 2
     batches = 2.0 ** np.arange(0, 11, 4 if ctx.quick else 2)
     configs = {k: SURGE_CONFIGS[k] for k in QUICK_SURGE_CONFIGS} if ctx.quick else SURGE_CONFIGS
     h = 1.0 / np.arange(1, d + 1)

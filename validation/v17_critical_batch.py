@@ -23,10 +23,12 @@ import nqm
 from nqm import dynamics, info, plots, spectra
 
 from .claims import Context, Outcome
-from .report import Table
+from .report import Table, save_figure
+from .sizes import Sizes
 
 ID = "V17"
 TITLE = "the critical batch size by each definition"
+SIZES = Sizes(d=(300, 1000), d_heavy_ball=(30, 100))
 NOT_ON_A_PROBLEM = "it compares the definitions across four problem families of its own (nqm info gives B_crit)"
 
 FIGURE = "v17_critical_batch.png"
@@ -122,11 +124,10 @@ def _figure(curves, out_dir) -> str:
     ax.set(xscale="log", yscale="log", xlabel="batch size B", ylabel="E(B)/E(1) (examples to target)")
     ax.set_title("examples over linear scaling; dots: B_20% (Zhang 2024)", fontsize=9)
     ax.legend(fontsize=5, ncol=2)
-    plots.save(fig, out_dir / FIGURE)
-    return FIGURE
+    return save_figure(fig, out_dir, FIGURE)
 
 
 def run(ctx: Context) -> Outcome:
     """V17 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
-    b = ctx.budget
-    return Outcome(tables=compute(b.d_critical, b.d_critical_heavy_ball, ctx.seed, ctx.out_dir))
+    size = SIZES.at(ctx.quick)
+    return Outcome(tables=compute(size.d, size.d_heavy_ball, ctx.seed, ctx.out_dir))

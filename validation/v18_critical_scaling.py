@@ -31,7 +31,7 @@ import nqm
 from nqm import dynamics, plots
 
 from .claims import Context, Outcome
-from .report import Table
+from .report import Table, save_figure
 from .stats import Check
 
 ID = "V18"
@@ -204,8 +204,7 @@ def _figure(scalings, out_dir) -> str:
     ax.invert_xaxis()
     ax.set_title("dots: exact E_min/S_min; lines: L^(−1/α_B), derived", fontsize=9)
     ax.legend(fontsize=6)
-    plots.save(fig, out_dir / FIGURE)
-    return FIGURE
+    return save_figure(fig, out_dir, FIGURE)
 
 
 def run(ctx: Context) -> Outcome:

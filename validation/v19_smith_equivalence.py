@@ -25,7 +25,7 @@ import nqm
 from nqm import dynamics, plots
 
 from .claims import Context, Outcome
-from .report import Table
+from .report import Table, save_figure
 from .stats import Check
 
 ID = "V19"
@@ -137,8 +137,7 @@ def _figure(curves, out_dir) -> str:
     ax.set(ylabel="max |L_growth − L_decay| / L_decay", ylim=(1e-7, 1e2))
     ax.set_title("growing the batch vs decaying the step, equal ε/B and examples", fontsize=9)
     ax.legend(fontsize=7)
-    plots.save(fig, out_dir / FIGURE)
-    return FIGURE
+    return save_figure(fig, out_dir, FIGURE)
 
 
 def run(ctx: Context) -> Outcome:

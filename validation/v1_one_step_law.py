@@ -15,6 +15,7 @@ from nqm import plots, theory
 from .claims import Context, Outcome
 from .families import noiseless_or_too_large
 from .one_step import EPS_FACTORS, OneStepGrid, improvement_law
+from .report import save_figure
 from .stats import Check
 
 ID = "V1"
@@ -83,8 +84,7 @@ def _figure(grids: list[OneStepGrid], out_dir) -> str:
             theory_label="2x − x²",
         )
     name = f"v1_{grids[0].family.key}.png"
-    plots.save(fig, out_dir / name)
-    return name
+    return save_figure(fig, out_dir, name)
 
 
 def run(ctx: Context) -> Outcome:

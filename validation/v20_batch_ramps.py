@@ -24,11 +24,13 @@ import nqm
 from nqm import dynamics, plots
 
 from .claims import Context, Outcome
-from .report import Table
+from .report import Table, save_figure
+from .sizes import Sizes
 from .stats import Check
 
 ID = "V20"
 TITLE = "local critical batch and batch ramps"
+SIZES = Sizes(d=(100, 1000))
 NOT_ON_A_PROBLEM = "it is measured on zhang2019 (nqm.dynamics.local_critical_batch runs on any problem)"
 
 FIGURE = "v20_batch_ramps.png"
@@ -189,11 +191,10 @@ def _figure(local, growing, loss0, out_dir) -> str:
         ax=ax,
     )
     ax.set_xlabel("loss / L₀")
-    plots.save(fig, out_dir / FIGURE)
-    return FIGURE
+    return save_figure(fig, out_dir, FIGURE)
 
 
 def run(ctx: Context) -> Outcome:
     """V20 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
-    checks, tables = compute(ctx.budget.d_greedy, ctx.out_dir)
+    checks, tables = compute(SIZES.at(ctx.quick).d, ctx.out_dir)
     return Outcome(checks=checks, tables=tables)

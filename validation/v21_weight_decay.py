@@ -27,10 +27,12 @@ from nqm import dynamics, optim, plots
 
 from .claims import Context, Outcome
 from .report import Table
+from .sizes import Sizes
 from .stats import Check
 
 ID = "V21"
 TITLE = "weight decay: the biased fixed point and the dynamics"
+SIZES = Sizes(d=(100, 300), replicas=(2000, 4000), steps=(300, 600), d_adam=(32, 128), adam_replicas=(64, 128))
 NOT_ON_A_PROBLEM = "it needs an optimum θ* ≠ 0, drawn from the seed on its own problem"
 
 FIGURE = "v21_weight_decay.png"
@@ -244,8 +246,6 @@ def _figure(curves, out_dir) -> None:
 
 def run(ctx: Context) -> Outcome:
     """V21 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
-    b = ctx.budget
-    checks, tables = compute(
-        b.d_decay, b.decay_replicas, b.decay_steps, ctx.seed, ctx.out_dir, b.d_adam, max(64, b.adam_replicas)
-    )
+    b = SIZES.at(ctx.quick)
+    checks, tables = compute(b.d, b.replicas, b.steps, ctx.seed, ctx.out_dir, b.d_adam, max(64, b.adam_replicas))
     return Outcome(checks=checks, tables=tables)

@@ -27,10 +27,12 @@ from nqm import optim
 
 from .claims import Context, Outcome
 from .report import Table
+from .sizes import Sizes
 from .stats import Check
 
 ID = "V22"
 TITLE = "a finite training set: without replacement, epochs, train vs test"
+SIZES = Sizes(d=(20, 50), examples=(256, 256), replicas=(4000, 12_000))
 NOT_ON_A_PROBLEM = "it draws its own training set from zhang2019"
 
 LR = 0.5  # × 1/h_max
@@ -305,6 +307,6 @@ def _population_after(data, lr: float, batch: int, epochs: int) -> float:
 
 def run(ctx: Context) -> Outcome:
     """V22 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
-    b = ctx.budget
-    checks, tables = compute(b.d_finite, b.finite_examples, b.finite_replicas, ctx.seed)
+    size = SIZES.at(ctx.quick)
+    checks, tables = compute(size.d, size.examples, size.replicas, ctx.seed)
     return Outcome(checks=checks, tables=tables)

@@ -45,10 +45,12 @@ from nqm.finite_data import batch_factor
 
 from .claims import Context, Outcome
 from .report import Table
+from .sizes import Sizes
 from .stats import Check
 
 ID = "V23"
 TITLE = "the one-step law on a real network (digits: logistic regression, MLP)"
+SIZES = Sizes(draws=(300, 800))  # minibatches per batch size of one real SGD step
 NOT_ON_A_PROBLEM = "it measures real networks, not a quadratic"
 
 CLAIM_LINEAR = "E[ΔL] = −ε|G|² + … on a real network (linear coefficient)"
@@ -111,7 +113,7 @@ def run(ctx: Context) -> Outcome:
         kappa = np.array([batch_factor(m.n, bb) for bb in BATCH_SIZES])
         # the grid spans 2·min(ε_opt(B), ½/λ_max): beyond ε·λ_max ≈ 1 a quartic leaves a bias of several SEs
         lrs, eps_opt = step_grid(m, BATCH_SIZES, EPS_FACTORS, STEP_CAP)
-        changes = one_step_changes(model, theta, lrs, BATCH_SIZES, ctx.budget.real_draws, seed=[ctx.seed, 23, n, 2])
+        changes = one_step_changes(model, theta, lrs, BATCH_SIZES, SIZES.at(ctx.quick).draws, seed=[ctx.seed, 23, n, 2])
         fits = draw_fits(lrs, changes, DEGREE)
         mean, se = mean_of_fits(fits)
         c1, c2 = predicted_coefficients(m, BATCH_SIZES)
@@ -122,7 +124,7 @@ def run(ctx: Context) -> Outcome:
             predicted=c1,
             measured=mean[:, 0],
             se=se[:, 0],
-            notes={"batch_sizes": BATCH_SIZES.tolist(), "draws": ctx.budget.real_draws, "fit degree": DEGREE},
+            notes={"batch_sizes": BATCH_SIZES.tolist(), "draws": SIZES.at(ctx.quick).draws, "fit degree": DEGREE},
         )
         quadratic = Check(
             name=f"V23 one real SGD step: quadratic coefficient [{key}]",

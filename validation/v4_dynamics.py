@@ -16,12 +16,14 @@ import nqm
 from nqm import dynamics, optim, plots
 
 from .claims import Context, Outcome
-from .families import Budget, Family, too_large
+from .families import Family, too_large
 from .one_step import stream
+from .sizes import Sizes
 from .stats import Check
 
 ID = "V4"
 TITLE = "simulated trajectories against exact dynamics"
+SIZES = Sizes(steps=(300, 1500), replicas=(100, 500))
 
 CLAIM = "simulated mean loss = exact E[L_t] at every checkpoint"
 
@@ -36,7 +38,7 @@ def _unsquared_contraction(p, lr, batch, steps, precond=None, init_var=1.0):
     return 0.5 * var @ p.h
 
 
-def runs(families: dict[str, Family], budget: Budget):
+def runs(families: dict[str, Family]):
     zhang, dense, ex = families["zhang2019"], families["dense-misaligned"], families["student-t-examples"]
     zp = zhang.problem
     return [
@@ -66,10 +68,9 @@ def problem_runs(family: Family):
     ]
 
 
-def checks(cases, budget: Budget, seed: int, out_dir, init_var=1.0) -> list[Check]:
+def checks(cases, steps: int, replicas: int, seed: int, out_dir, init_var=1.0) -> list[Check]:
     """Each case ``(label, problem, optimiser, B, per_example, sgd_like)`` simulated against its exact E[L_t]."""
     out = []
-    steps = budget.trajectory_steps
     fig, axes = plots.new_axes(len(cases), width=3.4)
     for ax, (label, p, opt, batch, per_example, sgd_like) in zip(axes, cases):
         sim = nqm.simulate(
@@ -77,7 +78,7 @@ def checks(cases, budget: Budget, seed: int, out_dir, init_var=1.0) -> list[Chec
             opt,
             batch,
             steps,
-            budget.trajectory_replicas,
+            replicas,
             seed=stream(seed, "v4", label),
             per_example=per_example,
             init_var=init_var,
@@ -157,13 +158,15 @@ def _describe(opt) -> str:
 
 def run(ctx: Context) -> Outcome:
     """V4 on the suite's families and budget (the claim registry's entry, :mod:`validation.claims`)."""
-    return Outcome(checks(runs(ctx.families, ctx.budget), ctx.budget, ctx.seed, ctx.out_dir))
+    size = SIZES.at(ctx.quick)
+    return Outcome(checks(runs(ctx.families), size.steps, size.replicas, ctx.seed, ctx.out_dir))
 
 
 def run_on_problem(ctx: Context) -> Outcome:
     """V4 on the user's problem (``nqm validate --problem FILE``) from its initial variance."""
     cases = problem_runs(ctx.families["problem"])
-    return Outcome(checks(cases, ctx.budget, ctx.seed, ctx.out_dir, init_var=ctx.problem.init_var))
+    size = SIZES.at(ctx.quick)
+    return Outcome(checks(cases, size.steps, size.replicas, ctx.seed, ctx.out_dir, init_var=ctx.problem.init_var))
 
 
 cannot_speak = too_large  # on a user's problem: see validation.families

@@ -15,6 +15,7 @@ import nqm
 from nqm import plots, spectra, theory
 
 from .claims import Context, Outcome
+from .report import save_figure
 from .stats import Check
 
 ID = "V5"
@@ -160,8 +161,7 @@ def _figure(iso, iso_simple, kappas, ratios, extreme, at_2, above_x, above, out_
         title="steps past 2ε_opt",
         theory_label="2x − x²",
     )
-    plots.save(fig, out_dir / "v5_identities.png")
-    return "v5_identities.png"
+    return save_figure(fig, out_dir, "v5_identities.png")
 
 
 def run(ctx: Context) -> Outcome:

@@ -17,10 +17,13 @@ from nqm import estimators, noise, plots, theory
 from .claims import Context, Outcome
 from .families import Family, noiseless_or_too_large
 from .one_step import stream
+from .report import save_figure
+from .sizes import Sizes
 from .stats import Check
 
 ID = "V6"
 TITLE = "unbiased two-batch estimators"
+SIZES = Sizes(replicas=(2000, 20_000))
 
 PAIRS = [(1, 8), (8, 64), (64, 512), (4, 4096)]
 CONFIGS = [
@@ -138,22 +141,21 @@ def _figure(pairs, est, g_sq, tr, out_dir) -> str:
             theory_label="truth",
         )
         ax.set_xticks(x, labels)
-    plots.save(fig, out_dir / "v6_estimators.png")
-    return "v6_estimators.png"
+    return save_figure(fig, out_dir, "v6_estimators.png")
 
 
 def run(ctx: Context) -> Outcome:
     """V6 on the suite's families and budget (the claim registry's entry, :mod:`validation.claims`)."""
     fams = ctx.families
     return Outcome(
-        checks(fams["zhang2019"], fams["student-t-examples"], ctx.budget.estimator_replicas, ctx.seed, ctx.out_dir)
+        checks(fams["zhang2019"], fams["student-t-examples"], SIZES.at(ctx.quick).replicas, ctx.seed, ctx.out_dir)
     )
 
 
 def run_on_problem(ctx: Context) -> Outcome:
     """V6's estimators on the user's problem; the data-parallel part needs per-example gradients (Student-t
     examples), which a problem file does not describe, so it stays with the suite's families."""
-    return Outcome(checks(ctx.families["problem"], None, ctx.budget.estimator_replicas, ctx.seed, ctx.out_dir))
+    return Outcome(checks(ctx.families["problem"], None, SIZES.at(ctx.quick).replicas, ctx.seed, ctx.out_dir))
 
 
 cannot_speak = noiseless_or_too_large  # on a user's problem: see validation.families

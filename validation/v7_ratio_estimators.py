@@ -15,11 +15,13 @@ from nqm import estimators, noise, plots, theory
 from .claims import Context, Outcome
 from .families import Family, noiseless_or_too_large
 from .one_step import stream
-from .report import Table
+from .report import Table, save_figure
+from .sizes import Sizes
 from .stats import Check
 
 ID = "V7"
 TITLE = "per-step ratio against ratio of means"
+SIZES = Sizes(replicas=(2000, 20_000))
 
 RATIOS = 4.0 ** np.arange(-2, 4)
 
@@ -123,19 +125,18 @@ def _figure(rows, out_dir) -> str:
         ylabel="P(estimated |G|² < 0)",
         title="negative |G|² estimates",
     )
-    plots.save(fig, out_dir / "v7_ratio.png")
-    return "v7_ratio.png"
+    return save_figure(fig, out_dir, "v7_ratio.png")
 
 
 def run(ctx: Context) -> Outcome:
     """V7 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
-    checks, tables = compute(ctx.families["zhang2019"], ctx.budget.estimator_replicas, ctx.seed, ctx.out_dir)
+    checks, tables = compute(ctx.families["zhang2019"], SIZES.at(ctx.quick).replicas, ctx.seed, ctx.out_dir)
     return Outcome(checks, tables)
 
 
 def run_on_problem(ctx: Context) -> Outcome:
     """V7 at the mid point of the user's problem (``nqm validate --problem FILE``)."""
-    checks, tables = compute(ctx.families["problem"], ctx.budget.estimator_replicas, ctx.seed, ctx.out_dir)
+    checks, tables = compute(ctx.families["problem"], SIZES.at(ctx.quick).replicas, ctx.seed, ctx.out_dir)
     return Outcome(checks, tables)
 
 

@@ -18,12 +18,14 @@ import nqm
 from nqm import dynamics, estimators, plots
 
 from .claims import Context, Outcome
-from .families import Budget, Family
+from .families import Family
 from .one_step import stream
-from .report import Table
+from .report import Table, save_figure
+from .sizes import Sizes
 
 ID = "V8"
 TITLE = "tracking a growing B_simple along a run"
+SIZES = Sizes(steps=(300, 1500), replicas=(40, 100))
 NOT_ON_A_PROBLEM = "it reports (does not judge) how smoothed estimators track B_simple along zhang2019's run at ε = 1"
 
 B_SMALL, B_BIG, LR = 8, 64, 1.0
@@ -55,14 +57,11 @@ def _lag(estimate, truth, max_lag):
     return int(np.nanargmin(errors))
 
 
-def compute(family: Family, budget: Budget, seed: int, out_dir):
+def compute(family: Family, steps: int, replicas: int, seed: int, out_dir):
     p = family.problem
-    trace = nqm.gradient_norm_trace(
-        p, LR, B_SMALL, B_BIG, budget.tracking_steps, budget.tracking_replicas, seed=stream(seed, "v8", family.key)
-    )
+    trace = nqm.gradient_norm_trace(p, LR, B_SMALL, B_BIG, steps, replicas, seed=stream(seed, "v8", family.key))
     # The truth is the ratio of expectations tr Σ/E|G_t|² along the run (exact dynamics); tr Σ/|G_t|² of a
     # single run jumps from step to step with the noise in θ_t and is no target for a smoothed estimate.
-    steps = budget.tracking_steps
     e_grad_sq = np.array([p.h**2 @ dynamics.coordinate_variance(p, LR, B_BIG, t) for t in range(steps)])
     truth = np.broadcast_to(trace.trace_sigma / e_grad_sq, trace.sq_true.shape)
     g2, s = estimators.two_batch_estimates(trace.sq_small, trace.sq_big, B_SMALL, B_BIG)
@@ -135,10 +134,10 @@ def _figure(truth, candidates, out_dir) -> str:
         title="tracking a growing noise scale",
         theory_label="true B_simple(t)",
     )
-    plots.save(fig, out_dir / "v8_tracking.png")
-    return "v8_tracking.png"
+    return save_figure(fig, out_dir, "v8_tracking.png")
 
 
 def run(ctx: Context) -> Outcome:
     """V8 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
-    return Outcome(tables=compute(ctx.families["zhang2019"], ctx.budget, ctx.seed, ctx.out_dir))
+    size = SIZES.at(ctx.quick)
+    return Outcome(tables=compute(ctx.families["zhang2019"], size.steps, size.replicas, ctx.seed, ctx.out_dir))

@@ -14,10 +14,12 @@ import nqm
 from nqm import dynamics, plots, spectra, theory
 
 from .claims import Context, Outcome
-from .report import Table
+from .report import Table, save_figure
+from .sizes import Sizes
 
 ID = "V9"
 TITLE = "B_simple against B_noise under misalignment"
+SIZES = Sizes(d=(32, 64))
 NOT_ON_A_PROBLEM = "it sweeps Σ's rotation away from H's basis on a problem of its own; a problem file fixes Σ"
 
 STRENGTHS = (0.0, 0.1, 0.3, 1.0)
@@ -72,10 +74,9 @@ def _figure(curves, kappa, out_dir) -> str:
         title="B_simple vs B_noise under misalignment",
         theory_label="1 and the bounds κ^±1",
     )
-    plots.save(fig, out_dir / "v9_misalignment.png")
-    return "v9_misalignment.png"
+    return save_figure(fig, out_dir, "v9_misalignment.png")
 
 
 def run(ctx: Context) -> Outcome:
     """V9 with the suite's budget (the claim registry's entry, :mod:`validation.claims`)."""
-    return Outcome(tables=compute(ctx.budget.d_dense, ctx.seed, ctx.out_dir))
+    return Outcome(tables=compute(SIZES.at(ctx.quick).d, ctx.seed, ctx.out_dir))
