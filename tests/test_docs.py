@@ -3,6 +3,8 @@ warnings as errors and documents every public name."""
 
 import doctest
 import importlib.util
+import re
+import shutil
 import subprocess
 import sys
 import zlib
@@ -56,12 +58,13 @@ def _inventory(path: Path) -> dict[str, str]:
     return entries
 
 
-@pytest.mark.slow
-def test_sphinx_site_builds_without_warnings_and_documents_every_public_name(tmp_path):
-    """Runs where the docs extra is installed (``pip install -e '.[docs]'``; the README's test command does)."""
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The Sphinx site, built once with warnings as errors: (its directory, the build's completed process). Runs
+    where the docs extra is installed (``pip install -e '.[docs]'``; the README's test command does)."""
     for module in ("sphinx", "pydata_sphinx_theme", "myst_nb"):
         pytest.importorskip(module)
-    out = tmp_path / "html"
+    out = tmp_path_factory.mktemp("site") / "html"
     build = [
         sys.executable,
         "-m",
@@ -75,7 +78,12 @@ def test_sphinx_site_builds_without_warnings_and_documents_every_public_name(tmp
         str(ROOT / "docs"),
         str(out),
     ]
-    done = subprocess.run(build, capture_output=True, text=True, timeout=1200)
+    return out, subprocess.run(build, capture_output=True, text=True, timeout=1200)
+
+
+@pytest.mark.slow
+def test_sphinx_site_builds_without_warnings_and_documents_every_public_name(site):
+    out, done = site
     assert done.returncode == 0, done.stderr[-5000:]
     names = _inventory(out / "objects.inv")
     sys.path.insert(0, str(ROOT / "docs"))
@@ -94,3 +102,44 @@ def test_sphinx_site_builds_without_warnings_and_documents_every_public_name(tmp
     rendered = sorted(p.name for p in (out / "_generated" / "notebooks").glob("*.html"))
     assert len(rendered) == 8 and all(p[:2].isdigit() for p in rendered)
     assert "<img" in (out / "_generated" / "notebooks" / rendered[2]).read_text()  # outputs rendered, figures too
+
+
+# Pages whose formulas a reader meets first, and what a formula left unrendered shows.
+MATH_PAGES = ("critical_batch_size", "_generated/api/nqm.theory", "_generated/api/nqm.dynamics")
+RAW_TEX = ("\\frac", "\\text", "\\(", "\\[", "$$")
+
+
+def _rendered(page: Path) -> str:
+    """The page's DOM after headless chromium ran its scripts (MathJax typesets on load), without scripts/styles."""
+    flags = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=30000", "--dump-dom"]
+    done = subprocess.run([*flags, page.as_uri()], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return re.sub(r"<(script|style)\b.*?</\1>", "", done.stdout, flags=re.S)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
+def test_the_site_s_math_renders_offline_in_a_browser(site, tmp_path):
+    """MathJax ships with the site (sphinx-mathjax-offline), so a browser with no network typesets every formula:
+    each page has as many MathJax containers as formulas and no raw TeX. Planted: the same page with its MathJax
+    script pointing at a file that is not there shows its TeX raw, and the check says so."""
+    out, done = site
+    assert done.returncode == 0, done.stderr[-5000:]
+    for name in MATH_PAGES:
+        page = out / f"{name}.html"
+        html = page.read_text()
+        formulas = html.count('class="math notranslate')
+        assert formulas > 0, name
+        assert not re.search(r"<script[^>]*src=\"(https?:)?//", html), f"{name} fetches a script from the network"
+        dom = _rendered(page)
+        assert dom.count("<mjx-container") >= formulas, name
+        assert [t for t in RAW_TEX if t in dom] == [], name
+    planted = page.with_name("planted.html")
+    planted.write_text(html.replace("mathjax/tex-chtml.js", "mathjax/not-there.js"))
+    dom = _rendered(planted)
+    assert "<mjx-container" not in dom and [t for t in RAW_TEX if t in dom]
+    shot = tmp_path / "theory.png"  # what a reader sees: a page of typeset math, not blank
+    flags = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1100,1400"]
+    url = (out / "_generated/api/nqm.theory.html").as_uri()
+    run = subprocess.run([*flags, "--virtual-time-budget=30000", f"--screenshot={shot}", url], capture_output=True)
+    assert run.returncode == 0 and shot.stat().st_size > 20_000
