@@ -1,7 +1,7 @@
 """The ``nqm`` command line.
 
-``nqm validate [--quick] [--out DIR] [--seed N] [--only V4,V5] [--problem FILE [--target L]]`` runs the validation
-suite (with ``--problem``, the claims that apply to a given problem, on that problem);
+``nqm validate [--quick] [--out DIR] [--seed N] [--jobs N] [--only V4,V5] [--problem FILE [--target L]]`` runs the
+validation suite on N processes (with ``--problem``, the claims that apply to a given problem, on that problem);
 ``nqm plot NAME [--out FILE | --format F] [--force] [--d N] [--target T] [--seed N]`` draws a figure of
 :mod:`nqm.gallery` (``nqm plot all --out DIR`` draws every one, ``nqm plot --list`` names them, ``--problem FILE``
 draws on a problem file's problem; an existing file not named after the figure is replaced only with ``--force``);
@@ -151,6 +151,8 @@ def _validate_errors(args) -> str | None:
 
     if args.seed < 0:
         return f"--seed must be an integer >= 0, got {args.seed}"
+    if args.jobs is not None and args.jobs < 1:
+        return f"--jobs must be an integer >= 1, got {args.jobs}"
     if args.only is not None:
         ids = [c.id for c in discover()]
         chosen = {part.strip().upper() for part in str(args.only).split(",") if part.strip()}
@@ -271,6 +273,7 @@ def main(argv=None) -> int:
             log=lambda m: print(m, file=sys.stderr),
             only=args.only,
             problem=args.user_problem,
+            jobs=args.jobs,
         )
         return 0 if summary["ok"] else 1
     if args.command == "plot":

@@ -15,6 +15,8 @@ def _problem(tmp_path):
 CASES = [
     (["validate", "--quick", "--seed", "-1"], "--seed"),
     (["validate", "--quick", "--seed", "abc"], "--seed"),
+    (["validate", "--quick", "--jobs", "0"], "--jobs"),
+    (["validate", "--quick", "--jobs", "two"], "--jobs"),
     (["validate", "--quick", "--only", "V99"], "--only"),
     (["validate", "--quick", "--out", "/proc/nqm-cannot-be-here"], "--out"),
     (["validate", "--quick", "--out", "{file}"], "--out"),

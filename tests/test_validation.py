@@ -1,6 +1,7 @@
 """The validation suite: its statistics helpers, and an end-to-end `nqm validate --quick`."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -49,46 +50,15 @@ def test_decide_passes_truth_and_rejects_planted_error():
     assert good.passed and control.passed and exact.passed and not bad_exact.passed
 
 
-def test_nqm_validate_quick_end_to_end(quick_report):
-    """The quick suite passes, rejects every control, and writes the report, results and figures."""
-    tmp_path, status = quick_report
-    assert status == 0
-    results = json.loads((tmp_path / "results.json").read_text())
-    checks = results["checks"]
-    assert {"name", "claim", "kind", "predicted", "measured", "se", "z", "passed"} <= set(checks[0])
-    kinds = {c["kind"] for c in checks}
-    assert kinds == {"check", "negative_control"}
-    assert all(c["passed"] for c in checks)
-    for c in checks:
-        if c["figure"]:
-            assert (tmp_path / c["figure"]).stat().st_size > 10_000
-    assert "negative controls rejected" in (tmp_path / "report.md").read_text()
-
-
-def test_every_discovered_claim_speaks_in_the_quick_report(quick_report):
-    """Each claim the runner finds reports under its own ID: checks named after it (statistical ones with a planted
-    control rejected), or findings tables tagged with it; and the report lists the sizes each claim declared."""
-    from validation.claims import discover
-
-    tmp_path, _ = quick_report
-    results = json.loads((tmp_path / "results.json").read_text())
-    checks, findings = results["checks"], results["findings"]
-    for claim in discover():
-        own = [c for c in checks if c["name"].split()[0] == claim.id]
-        tables = [t for t in findings if t["claim"] == claim.id]
-        assert own or tables, f"{claim.id} reported nothing"
-        if any(c["kind"] == "check" and not c["exact"] for c in own):
-            assert any(c["kind"] == "negative_control" for c in own), f"{claim.id} has no planted control"
-        assert results["meta"]["budget"].get(claim.id, {}) == claim.sizes.as_dict(True)
-
-
 def test_sizes_are_pairs_and_quick_never_exceeds_full():
-    from validation.claims import discover
+    from validation.claims import DEFAULT_SECONDS, discover
     from validation.sizes import Sizes
 
     for claim in discover():
         for name, (quick, full) in claim.sizes.pairs.items():
             assert quick <= full, f"{claim.id}: {name}"
+        # each of the suite's claims says how long it runs, so the runner starts the longest first
+        assert claim.seconds != DEFAULT_SECONDS and claim.seconds[0] <= claim.seconds[1], claim.id
     assert Sizes(replicas=(10, 20)).at(True).replicas == 10 and Sizes(replicas=(10, 20)).at(False).replicas == 20
     for bad in ((10,), (0, 5), (1.5, 2), [3, 4], (True, 2)):
         with pytest.raises(ValueError, match="'replicas' must be a pair"):
@@ -164,6 +134,25 @@ def test_a_new_claim_is_one_file(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "more_claims.v3_wrong")
     with pytest.raises(ValueError, match="v3_wrong: SIZES must be a validation.sizes.Sizes"):
         discover("more_claims")
+    for line, refused in [
+        ("SECONDS = (0, 5)", "SECONDS must be (quick, full) > 0"),
+        ("SECONDS = 5", "SECONDS must be (quick, full) > 0"),
+        ("SHARES = ('families_of_elsewhere',)", "SHARES must name Context's experiments"),
+    ]:
+        (pkg / "v3_wrong.py").write_text(
+            f"ID = 'V3'\nTITLE = 't'\nNOT_ON_A_PROBLEM = 'x'\n{line}\ndef run(c):\n    pass\n"
+        )
+        monkeypatch.delitem(sys.modules, "more_claims.v3_wrong")
+        with pytest.raises(ValueError, match=f"v3_wrong: {re.escape(refused)}"):
+            discover("more_claims")
+    (pkg / "v3_wrong.py").write_text("ID = 'V3'\nTITLE = 't'\nNOT_ON_A_PROBLEM = 'x'\ndef run(c):\n    pass\n")
+    (pkg / "v4_right.py").write_text(
+        "ID = 'V4'\nTITLE = 't'\nNOT_ON_A_PROBLEM = 'x'\nSECONDS = (2, 9.5)\nSHARES = ('one_step_grids',)\n"
+        "def run(c):\n    pass\n"
+    )
+    monkeypatch.delitem(sys.modules, "more_claims.v3_wrong")
+    v4 = {c.id: c for c in discover("more_claims")}["V4"]
+    assert (v4.expected_seconds(True), v4.expected_seconds(False), v4.shares) == (2, 9.5, ("one_step_grids",))
 
 
 # Seed 0 as everywhere: V4's t-statistics have a left tail heavier than the normal one where the loss of a run is

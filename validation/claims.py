@@ -11,11 +11,15 @@ A claim module declares
   does not apply to one, which the report prints; optionally ``cannot_speak(problem) -> str | None``, why it
   cannot speak on a particular problem (a noiseless one, say), for the report too;
 * ``SIZES`` (optional) — its experiment sizes, each once as a pair (quick, full) (:class:`validation.sizes.Sizes`),
-  read with ``SIZES.at(ctx.quick)``; the report lists them.
+  read with ``SIZES.at(ctx.quick)``; the report lists them;
+* ``SECONDS`` (optional) — about how long it runs, (quick, full), on one core of a laptop: the runner starts the
+  longest claims first and estimates the time left from these (the report records the measured times);
+* ``SHARES`` (optional) — the names of costly shared experiments of the :class:`Context` it reads (V1 and V2:
+  ``("one_step_grids",)``): claims sharing one run in the same process, so it is computed once.
 
-Adding a claim is adding one file; :func:`discover` finds it and the runner runs it in the order of the numbers.
+Adding a claim is adding one file; :func:`discover` finds it and the report lists it in the order of the numbers.
 What several claims share — the problem families and their points, the one-step grids of V1 and V2 — is built
-once, on first use, by the :class:`Context`.
+on first use by the :class:`Context`, once in each process that runs claims (:mod:`validation.pool`).
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ __all__ = ["Claim", "Context", "Outcome", "discover", "GRID_SIZES"]
 GRID_SIZES = Sizes(replicas=(600, 3000), replicas_examples=(300, 1500))
 """Replicas per (B, ε) cell of the one-step grids V1 and V2 share (``_examples``: per-example noise, which draws B
 examples per replica)."""
+
+DEFAULT_SECONDS = (10.0, 30.0)
+"""The expected (quick, full) seconds of a claim that declares none."""
 
 _CLAIM_FILE = re.compile(r"^v(\d+)_\w+$")
 
@@ -87,6 +94,12 @@ class Claim:
     not_on_a_problem: str | None = None
     cannot_speak: Callable[[UserProblem], str | None] = lambda problem: None
     sizes: Sizes = field(default_factory=Sizes)
+    seconds: tuple[float, float] = DEFAULT_SECONDS
+    shares: tuple[str, ...] = ()
+
+    def expected_seconds(self, quick: bool) -> float:
+        """About how long the claim runs at the budget (its declared ``SECONDS``)."""
+        return self.seconds[0 if quick else 1]
 
 
 def discover(package: str = "validation") -> list[Claim]:
@@ -108,7 +121,26 @@ def discover(package: str = "validation") -> list[Claim]:
         sizes = getattr(module, "SIZES", Sizes())
         if not isinstance(sizes, Sizes):
             raise ValueError(f"claim module {module.__name__}: SIZES must be a validation.sizes.Sizes, got {sizes!r}")
-        claim = Claim(module.ID, module.TITLE, module.run, module.__name__, on_problem, why_not, sizes=sizes)
+        seconds, shares = getattr(module, "SECONDS", DEFAULT_SECONDS), getattr(module, "SHARES", ())
+        if not (
+            isinstance(seconds, tuple)
+            and len(seconds) == 2
+            and all(isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0 for t in seconds)
+        ):
+            raise ValueError(f"claim module {module.__name__}: SECONDS must be (quick, full) > 0, got {seconds!r}")
+        if not (isinstance(shares, tuple) and all(hasattr(Context, name) for name in shares)):
+            raise ValueError(f"claim module {module.__name__}: SHARES must name Context's experiments, got {shares!r}")
+        claim = Claim(
+            module.ID,
+            module.TITLE,
+            module.run,
+            module.__name__,
+            on_problem,
+            why_not,
+            sizes=sizes,
+            seconds=seconds,
+            shares=shares,
+        )
         if hasattr(module, "cannot_speak"):
             claim = replace(claim, cannot_speak=module.cannot_speak)
         found.append((int(match.group(1)), claim))

@@ -26,6 +26,7 @@ from .stats import Check, ratio_to_mean
 
 ID = "V11"
 TITLE = "whole runs, the Pareto frontier and B_crit"
+SECONDS = (2.2, 32)  # on one core, (quick, full): longest claims start first
 SIZES = Sizes(
     d_pareto=(1000, 10_000), d_zhang=(256, 2000), noise_scale_replicas=(100, 200), trajectory_replicas=(100, 500)
 )

@@ -23,6 +23,7 @@ from .sizes import Sizes
 
 ID = "V14"
 TITLE = "greedy frontier, adaptive batch size"
+SECONDS = (1.0, 20)  # on one core, (quick, full): longest claims start first
 SIZES = Sizes(d=(100, 1000))
 NOT_ON_A_PROBLEM = "its frontier and adaptive-batch findings are measured on zhang2019 (reported, not judged)"
 

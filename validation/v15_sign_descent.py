@@ -43,6 +43,7 @@ from .stats import Check, parabola_vertex
 
 ID = "V15"
 TITLE = "sign descent: the exact one-step law and the surge"
+SECONDS = (19, 78)  # on one core, (quick, full): longest claims start first
 SIZES = Sizes(d=(32, 64), replicas=(20_000, 40_000))
 NOT_ON_A_PROBLEM = "sign descent's law is held on two problems built with noise in the parameter coordinates"
 

@@ -31,6 +31,7 @@ from .sizes import Sizes
 
 ID = "V16"
 TITLE = "Adam's batch-size rules (Monte Carlo) beside SGD's (exact)"
+SECONDS = (32, 180)  # on one core, (quick, full): longest claims start first
 SIZES = Sizes(d=(32, 128), replicas=(64, 128), log2_batch=(8, 10), d_surge=(16, 32))
 NOT_ON_A_PROBLEM = "its Adam findings are tuned by simulation on zhang2019 (reported, not judged)"
 

@@ -28,6 +28,7 @@ from .sizes import Sizes
 
 ID = "V17"
 TITLE = "the critical batch size by each definition"
+SECONDS = (5.5, 15)  # on one core, (quick, full): longest claims start first
 SIZES = Sizes(d=(300, 1000), d_heavy_ball=(30, 100))
 NOT_ON_A_PROBLEM = "it compares the definitions across four problem families of its own (nqm info gives B_crit)"
 

@@ -36,6 +36,7 @@ from .stats import Check
 
 ID = "V18"
 TITLE = "B_crit against the target: derived exponents"
+SECONDS = (4.4, 5.4)  # on one core, (quick, full): longest claims start first
 NOT_ON_A_PROBLEM = (
     "it derives exponents for power-law families of its own (nqm.dynamics.small_batch_examples and "
     "large_batch_steps give the two limits on any problem)"

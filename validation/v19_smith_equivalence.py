@@ -30,6 +30,7 @@ from .stats import Check
 
 ID = "V19"
 TITLE = "step decay against batch growth (Smith et al.)"
+SECONDS = (1.0, 1.0)  # on one core, (quick, full): longest claims start first
 NOT_ON_A_PROBLEM = "it is measured on zhang2019 (nqm.dynamics.smith_equivalence runs on any problem)"
 
 FIGURE = "v19_smith_equivalence.png"

@@ -20,6 +20,8 @@ from .stats import Check
 
 ID = "V1"
 TITLE = "the one-step law on a (B, ε) grid"
+SECONDS = (9.1, 70)  # on one core, (quick, full): longest claims start first
+SHARES = ("one_step_grids",)  # V1 and V2 read the same grids: one process computes them once
 
 CLAIM = "E[ΔL](ε,B) = ε|G|² − ½ε²(GᵀHG + tr(HΣ)/B)"
 

@@ -30,6 +30,7 @@ from .stats import Check
 
 ID = "V20"
 TITLE = "local critical batch and batch ramps"
+SECONDS = (3.1, 200)  # on one core, (quick, full): longest claims start first
 SIZES = Sizes(d=(100, 1000))
 NOT_ON_A_PROBLEM = "it is measured on zhang2019 (nqm.dynamics.local_critical_batch runs on any problem)"
 

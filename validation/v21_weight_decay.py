@@ -32,6 +32,7 @@ from .stats import Check
 
 ID = "V21"
 TITLE = "weight decay: the biased fixed point and the dynamics"
+SECONDS = (56, 160)  # on one core, (quick, full): longest claims start first
 SIZES = Sizes(d=(100, 300), replicas=(2000, 4000), steps=(300, 600), d_adam=(32, 128), adam_replicas=(64, 128))
 NOT_ON_A_PROBLEM = "it needs an optimum θ* ≠ 0, drawn from the seed on its own problem"
 

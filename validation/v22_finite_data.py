@@ -32,6 +32,7 @@ from .stats import Check
 
 ID = "V22"
 TITLE = "a finite training set: without replacement, epochs, train vs test"
+SECONDS = (18, 100)  # on one core, (quick, full): longest claims start first
 SIZES = Sizes(d=(20, 50), examples=(256, 256), replicas=(4000, 12_000))
 NOT_ON_A_PROBLEM = "it draws its own training set from zhang2019"
 

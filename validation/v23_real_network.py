@@ -50,6 +50,7 @@ from .stats import Check
 
 ID = "V23"
 TITLE = "the one-step law on a real network (digits: logistic regression, MLP)"
+SECONDS = (120, 340)  # on one core, (quick, full): longest claims start first
 SIZES = Sizes(draws=(300, 800))  # minibatches per batch size of one real SGD step
 NOT_ON_A_PROBLEM = "it measures real networks, not a quadratic"
 

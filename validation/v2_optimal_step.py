@@ -18,6 +18,8 @@ from .stats import Check, fit_saturation, parabola_vertex
 
 ID = "V2"
 TITLE = "ε_opt(B) from the one-step parabolas"
+SECONDS = (4.3, 4.3)  # on one core, (quick, full): longest claims start first
+SHARES = ("one_step_grids",)  # V1 and V2 read the same grids: one process computes them once
 
 CLAIM = "ε_opt(B) = ε_max/(1 + B_noise/B)"
 CLAIM_FIT = "B_noise fitted from ε_opt(B) = tr(HΣ)/(GᵀHG)"

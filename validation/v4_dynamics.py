@@ -23,6 +23,7 @@ from .stats import Check
 
 ID = "V4"
 TITLE = "simulated trajectories against exact dynamics"
+SECONDS = (6.0, 210)  # on one core, (quick, full): longest claims start first
 SIZES = Sizes(steps=(300, 1500), replicas=(100, 500))
 
 CLAIM = "simulated mean loss = exact E[L_t] at every checkpoint"

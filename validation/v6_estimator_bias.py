@@ -23,6 +23,7 @@ from .stats import Check
 
 ID = "V6"
 TITLE = "unbiased two-batch estimators"
+SECONDS = (1.0, 18)  # on one core, (quick, full): longest claims start first
 SIZES = Sizes(replicas=(2000, 20_000))
 
 PAIRS = [(1, 8), (8, 64), (64, 512), (4, 4096)]

@@ -25,6 +25,7 @@ from .sizes import Sizes
 
 ID = "V8"
 TITLE = "tracking a growing B_simple along a run"
+SECONDS = (1.1, 18)  # on one core, (quick, full): longest claims start first
 SIZES = Sizes(steps=(300, 1500), replicas=(40, 100))
 NOT_ON_A_PROBLEM = "it reports (does not judge) how smoothed estimators track B_simple along zhang2019's run at ε = 1"
 

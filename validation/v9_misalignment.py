@@ -19,6 +19,7 @@ from .sizes import Sizes
 
 ID = "V9"
 TITLE = "B_simple against B_noise under misalignment"
+SECONDS = (1.0, 1.2)  # on one core, (quick, full): longest claims start first
 SIZES = Sizes(d=(32, 64))
 NOT_ON_A_PROBLEM = "it sweeps Σ's rotation away from H's basis on a problem of its own; a problem file fixes Σ"
 

@@ -1,4 +1,6 @@
-"""``report.html``: self-contained, complete, and rendered by a real headless browser (Debian's chromium)."""
+"""``nqm validate --quick`` end to end, run once (``quick_report``, tests/conftest.py) for every test here: it passes,
+every claim speaks in it, and its ``report.html`` is self-contained, complete, and rendered by a real headless
+browser (Debian's chromium). The tests run one module per worker, so the quick suite runs once."""
 
 from __future__ import annotations
 
@@ -10,6 +12,39 @@ from html.parser import HTMLParser
 import matplotlib.image
 import numpy as np
 import pytest
+
+
+def test_nqm_validate_quick_end_to_end(quick_report):
+    """The quick suite passes, rejects every control, and writes the report, results and figures."""
+    tmp_path, status = quick_report
+    assert status == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    checks = results["checks"]
+    assert {"name", "claim", "kind", "predicted", "measured", "se", "z", "passed"} <= set(checks[0])
+    kinds = {c["kind"] for c in checks}
+    assert kinds == {"check", "negative_control"}
+    assert all(c["passed"] for c in checks)
+    for c in checks:
+        if c["figure"]:
+            assert (tmp_path / c["figure"]).stat().st_size > 10_000
+    assert "negative controls rejected" in (tmp_path / "report.md").read_text()
+
+
+def test_every_discovered_claim_speaks_in_the_quick_report(quick_report):
+    """Each claim the runner finds reports under its own ID: checks named after it (statistical ones with a planted
+    control rejected), or findings tables tagged with it; and the report lists the sizes each claim declared."""
+    from validation.claims import discover
+
+    tmp_path, _ = quick_report
+    results = json.loads((tmp_path / "results.json").read_text())
+    checks, findings = results["checks"], results["findings"]
+    for claim in discover():
+        own = [c for c in checks if c["name"].split()[0] == claim.id]
+        tables = [t for t in findings if t["claim"] == claim.id]
+        assert own or tables, f"{claim.id} reported nothing"
+        if any(c["kind"] == "check" and not c["exact"] for c in own):
+            assert any(c["kind"] == "negative_control" for c in own), f"{claim.id} has no planted control"
+        assert results["meta"]["budget"].get(claim.id, {}) == claim.sizes.as_dict(True)
 
 
 class _Page(HTMLParser):
