@@ -175,7 +175,7 @@ def _outcomes(chosen, settings: tuple, jobs, log, start: float) -> tuple[dict, i
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="nqm validate", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small sizes (about 3.5 min on 2 cores), as tests run it")
+    parser.add_argument("--quick", action="store_true", help="small sizes (about 3 min on 2 cores), as tests run it")
     parser.add_argument("--out", type=Path, default=Path("nqm-report"), help="output directory (default nqm-report)")
     parser.add_argument("--seed", type=int, default=0, help="suite seed (default 0)")
     parser.add_argument(
