@@ -25,7 +25,10 @@ _worker: dict = {}
 
 
 def usable_cores() -> list[int]:
-    """The cores this process may run on (all of them where the platform cannot say)."""
+    """The cores this process may run on (all of them where the platform cannot say).
+
+    ``nqm.threads`` counts them the same way; it is not imported from there because importing ``nqm`` loads NumPy,
+    which a worker must not do before its cores are set."""
     if hasattr(os, "sched_getaffinity"):
         return sorted(os.sched_getaffinity(0))
     return list(range(os.cpu_count() or 1))
