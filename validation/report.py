@@ -67,7 +67,13 @@ def _record(c: Check) -> dict:
         **({"rejected": bool(c.passed)} if c.kind == "negative_control" else {}),
         "exact": c.exact,
         "figure": c.figure,
-        "all_cells": {"predicted": c.predicted.tolist(), "measured": c.measured.tolist(), "se": c.se.tolist()},
+        "all_cells": {
+            "predicted": c.predicted.tolist(),
+            "measured": c.measured.tolist(),
+            "se": c.se.tolist(),
+            "z": c.z.tolist(),
+            **({} if c.z_uncorrected is None else {"z_uncorrected": c.z_uncorrected.tolist()}),
+        },
         "notes": c.notes,
     }
 
