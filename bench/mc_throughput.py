@@ -1,7 +1,8 @@
 """Monte Carlo throughput, measured side by side in one run (the bound is the normal generator: docs/architecture.md).
 
 Coordinate-updates per second of ``nqm.simulate`` (linear optimisers in their fused recurrence, sign descent and
-Adam in the fused in-place loop of elementwise optimisers) against
+Adam in the compiled fused step of elementwise optimisers, :mod:`nqm.montecarlo.fused`, and in NumPy's passes with
+``NQM_COMPILED=0``) against
   * the raw ``standard_normal`` fill rate of SFC64 on 1 and 2 threads (the bound: one normal per update),
   * the naive NumPy loop ``θ = θ − ε(hθ + s·randn)`` on the whole (R, d) array.
 Prints a table and the ratios; ``--json`` prints them as JSON.  Usage: ``python bench/mc_throughput.py``.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -121,24 +123,25 @@ def main() -> None:
         "sign-SGD": optim.sign_sgd(0.001),
         "Adam": optim.adam(0.001),
     }
+    numpy_runs = {"sign-SGD": "sign-SGD, NumPy", "Adam": "Adam, NumPy"}  # NQM_COMPILED=0: no fused loop
     for dtype in (np.float64, np.float32):
         tag = np.dtype(dtype).name
         for name, opt in runs.items():
-            for threads in (1, 2) if name == "SGD" else (2,):
-                measure(
-                    rates,
-                    slowest,
-                    f"nqm {name} {tag}, {threads} thread(s)",
-                    lambda t=threads, dt=dtype, opt=opt: nqm.simulate(
-                        p, opt, 8, args.steps, args.replicas, dtype=dt, threads=t, progress=False
-                    ),
-                    n,
-                    args.repeats,
-                )
+            variants = [(name, "1")] + ([(numpy_runs[name], "0")] if name in numpy_runs else [])
+            for label, compiled in variants:
+                for threads in (1, 2) if name == "SGD" else (2,):
+
+                    def run(t=threads, dt=dtype, opt=opt, compiled=compiled, steps=args.steps):
+                        os.environ["NQM_COMPILED"] = compiled
+                        nqm.simulate(p, opt, 8, steps, args.replicas, dtype=dt, threads=t, progress=False)
+
+                    run(steps=2)  # the first call of a compiled step compiles it: not timed
+                    measure(rates, slowest, f"nqm {label} {tag}, {threads} thread(s)", run, n, args.repeats)
+    os.environ.pop("NQM_COMPILED", None)
     ratios = {}
     for dtype in ("float64", "float32"):
         raw2 = rates[f"raw normals {dtype}, 2 thread(s)"]
-        for name in runs:
+        for name in [*runs, *numpy_runs.values()]:
             ratios[f"{name} {dtype} / raw 2 threads"] = rates[f"nqm {name} {dtype}, 2 thread(s)"] / raw2
         ratios[f"SGD {dtype} 1 thread / raw 1 thread"] = (
             rates[f"nqm SGD {dtype}, 1 thread(s)"] / rates[f"raw normals {dtype}, 1 thread(s)"]

@@ -522,8 +522,37 @@ class _Nonlinear(Optimizer):
         return None
 
 
+class _Elementwise(_Nonlinear):
+    """A nonlinear optimiser whose update of each coordinate reads only that coordinate, written once as ``step``:
+    a pure function ``step(x, *aux, g, *constants) -> x'`` (or ``(x', *aux')`` with auxiliary slots) of one
+    coordinate's numbers, whose ``constants(t)`` hold what depends on the hyper-parameters and the update t.
+
+    NumPy evaluates ``step`` on whole arrays (``apply``); the fused loop of :mod:`nqm.montecarlo.fused` compiles the
+    same function with numba into one pass per step. Both run the same operations in the same order, so they give
+    the same numbers bit for bit. A moving average ``β·m + (1 − β)·g`` is written ``(m − g)·β + g`` (one multiply);
+    ``step`` calls nothing but NumPy's ``sign`` and ``sqrt``, which numba compiles too."""
+
+    @staticmethod
+    @abstractmethod
+    def step(*args):
+        """One coordinate's update: ``(x, *aux, g, *constants)`` to ``x'`` or ``(x', *aux')``."""
+
+    @abstractmethod
+    def constants(self, t: int) -> tuple[float, ...]:
+        """The scalars ``step`` takes after g at update t (the hyper-parameters, and bias corrections by t)."""
+
+    def apply(self, x, aux, g, buf, t):
+        new = self.step(x, *aux, g, *self.constants(t))
+        if self.slots == 0:
+            x[...] = new
+            return
+        x[...] = new[0]
+        for slot, value in zip(aux, new[1:]):
+            slot[...] = value
+
+
 @dataclass(frozen=True, eq=False)
-class SignSgd(_Nonlinear):
+class SignSgd(_Elementwise):
     """Sign descent, ``θ ← θ − ε sign(g)`` elementwise in the simulator's coordinates (sign(0) = 0)."""
 
     lr: float
@@ -531,14 +560,16 @@ class SignSgd(_Nonlinear):
     def kernel_arguments(self):
         return 0, self.lr, 0.0, 0.0, 0.0, 1.0
 
-    def apply(self, x, aux, g, buf, t):
-        np.sign(g, out=g)
-        g *= self.lr
-        x -= g
+    @staticmethod
+    def step(x, g, lr):
+        return x - np.sign(g) * lr
+
+    def constants(self, t):
+        return (self.lr,)
 
 
 @dataclass(frozen=True, eq=False)
-class Signum(_Nonlinear):
+class Signum(_Elementwise):
     """Sign descent with momentum, ``m ← βm + (1 − β)g``, ``θ ← θ − ε sign(m)`` (m₀ = 0)."""
 
     lr: float
@@ -548,15 +579,17 @@ class Signum(_Nonlinear):
     def kernel_arguments(self):
         return 1, self.lr, self.momentum, 0.0, 0.0, 1.0
 
-    def apply(self, x, aux, g, buf, t):
-        _average(aux[0], g, self.momentum)
-        np.sign(aux[0], out=g)
-        g *= self.lr
-        x -= g
+    @staticmethod
+    def step(x, m, g, lr, beta):
+        m = (m - g) * beta + g
+        return x - np.sign(m) * lr, m
+
+    def constants(self, t):
+        return self.lr, self.momentum
 
 
 @dataclass(frozen=True, eq=False)
-class RmsProp(_Nonlinear):
+class RmsProp(_Elementwise):
     """RMSprop as PyTorch writes it, ``v ← β₂v + (1 − β₂)g²``, ``θ ← θ − εg/(√v + eps)`` (v₀ = 0)."""
 
     lr: float
@@ -567,18 +600,18 @@ class RmsProp(_Nonlinear):
     def kernel_arguments(self):
         return 2, self.lr, 0.0, self.beta2, self.eps, 1.0
 
-    def apply(self, x, aux, g, buf, t):
-        np.multiply(g, g, out=buf)
-        _average(aux[0], buf, self.beta2)
-        np.sqrt(aux[0], out=buf)
-        buf += self.eps
-        g /= buf
-        g *= self.lr
-        x -= g
+    @staticmethod
+    def step(x, v, g, lr, beta2, eps):
+        g2 = g * g
+        v = (v - g2) * beta2 + g2
+        return x - (g / (np.sqrt(v) + eps)) * lr, v
+
+    def constants(self, t):
+        return self.lr, self.beta2, self.eps
 
 
 @dataclass(frozen=True, eq=False)
-class Adam(_Nonlinear):
+class Adam(_Elementwise):
     """Adam as PyTorch writes it (bias-corrected); with ``weight_decay`` λ > 0 it is AdamW (decoupled:
     ``θ ← (1 − ελ)θ`` before the Adam step)."""
 
@@ -599,25 +632,28 @@ class Adam(_Nonlinear):
     def kernel_arguments(self):
         return 3, self.lr, self.beta1, self.beta2, self.eps, 1.0 - self.lr * self.weight_decay
 
-    def apply(self, x, aux, g, buf, t):
-        m, v = aux
-        if self.weight_decay:
-            x *= 1.0 - self.lr * self.weight_decay
-        _average(m, g, self.beta1)
-        np.multiply(g, g, out=buf)
-        _average(v, buf, self.beta2)
-        # ε m̂/(√v̂ + eps) with m̂ = m/(1 − β₁ᵗ), v̂ = v/(1 − β₂ᵗ), written as ε(√b₂/b₁)·m/(√v + eps·√b₂): one
-        # pass fewer than forming √v̂
+    @staticmethod
+    def step(x, m, v, g, decay, beta1, beta2, eps_scaled, rate):
+        # ε m̂/(√v̂ + eps) with m̂ = m/(1 − β₁ᵗ), v̂ = v/(1 − β₂ᵗ), written as rate·m/(√v + eps·√b₂) with
+        # rate = ε√b₂/b₁ (constants): no √v̂ is formed. decay = 1 − ελ is exactly 1 without weight decay.
+        m = (m - g) * beta1 + g
+        g2 = g * g
+        v = (v - g2) * beta2 + g2
+        return x * decay - (m / (np.sqrt(v) + eps_scaled)) * rate, m, v
+
+    def constants(self, t):
         root_b2 = float(np.sqrt(1.0 - self.beta2**t))
-        np.sqrt(v, out=buf)
-        buf += self.eps * root_b2
-        np.divide(m, buf, out=buf)
-        buf *= self.lr * root_b2 / (1.0 - self.beta1**t)
-        x -= buf
+        return (
+            1.0 - self.lr * self.weight_decay,
+            self.beta1,
+            self.beta2,
+            self.eps * root_b2,
+            self.lr * root_b2 / (1.0 - self.beta1**t),
+        )
 
 
 @dataclass(frozen=True, eq=False)
-class Lion(_Nonlinear):
+class Lion(_Elementwise):
     """Lion (Chen et al. 2023, arXiv:2302.06675, Algorithm 2 without decay): ``c = β₁m + (1 − β₁)g``,
     ``θ ← θ − ε sign(c)``, then ``m ← β₂m + (1 − β₂)g`` (m₀ = 0): sign descent on an interpolation of the
     momentum and the fresh gradient, the momentum kept with its own β₂. β₁ = β₂ is signum."""
@@ -627,14 +663,12 @@ class Lion(_Nonlinear):
     beta2: float
     slots = 1
 
-    def apply(self, x, aux, g, buf, t):
-        (m,) = aux
-        np.multiply(m, self.beta1, out=buf)
-        buf += (1.0 - self.beta1) * g
-        np.sign(buf, out=buf)
-        buf *= self.lr
-        x -= buf
-        _average(m, g, self.beta2)
+    @staticmethod
+    def step(x, m, g, lr, beta1, rest1, beta2):
+        return x - np.sign(m * beta1 + rest1 * g) * lr, (m - g) * beta2 + g
+
+    def constants(self, t):
+        return self.lr, self.beta1, 1.0 - self.beta1, self.beta2
 
 
 @dataclass(frozen=True, eq=False)
@@ -650,13 +684,6 @@ class NormalizedSgd(_Nonlinear):
         norm = np.sqrt(buf.sum(axis=-1, keepdims=True))
         g *= self.lr / (norm + (norm == 0))  # g = 0 has norm 0: divide by 1, step 0
         x -= g
-
-
-def _average(avg, new, beta: float) -> None:
-    """``avg ← β·avg + (1 − β)·new`` in place, as ``new + β(avg − new)`` (no temporary)."""
-    avg -= new
-    avg *= beta
-    avg += new
 
 
 # -- constructors ---------------------------------------------------------------------------------

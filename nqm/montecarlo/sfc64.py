@@ -20,6 +20,7 @@ from ..noise import minibatch_noise, noise_sd
 from ..problem import NoisyQuadratic, check_precond
 from ..progress import Progress
 from .basis import WorkingBasis
+from .fused import fused_step
 from .parallel import run_tasks, thread_count, tile_rng
 from .recurrence import DiagonalRecurrence, diagonal_recurrence
 from .results import loss_curve
@@ -137,21 +138,26 @@ def _diagonal_tile(rng, coef, theta0, steps, record, dtype, progress, keep_state
 
 def _elementwise_tile(rng, opt, h, sd, theta0, steps, record, dtype, progress, keep_state, pull=None):
     """One (replicas × coordinates) tile of a diagonal problem under an optimiser that is not linear: the
-    gradient ``hθ + sd·z`` formed in place, then the optimiser's own in-place step (:mod:`nqm.optim`), then its
-    decay's ``pull`` towards 0 when the optimum is not 0 (AdamW)."""
+    gradient ``hθ + sd·z``, then the optimiser's own step (:mod:`nqm.optim`), then its decay's ``pull`` towards 0
+    when the optimum is not 0 (AdamW). Where numba is installed the gradient and the step are one compiled loop
+    (:mod:`.fused`, the same numbers); otherwise NumPy forms g in place and runs ``apply``."""
     x = theta0.astype(dtype, copy=True)
     pull = None if pull is None else pull.astype(dtype)
     aux = [np.zeros_like(x) for _ in range(opt.slots)]
     g, buf = np.empty_like(x), np.empty_like(x)
     h_row, sd_row = h.astype(dtype), sd.astype(dtype)
+    kernel = fused_step(opt)
     checkpoints = _Checkpoints(record, x.shape[0], _weighted_loss(h), steps, progress, x.size)
     checkpoints.start(x)
     for t in range(1, steps + 1):
         rng.standard_normal(out=g, dtype=dtype)
-        g *= sd_row
-        np.multiply(x, h_row, out=buf)
-        g += buf
-        opt.apply(x, aux, g, buf, t)
+        if kernel is not None:
+            kernel(x, tuple(aux), g, h_row, sd_row, tuple(dtype(c) for c in opt.constants(t)))
+        else:
+            g *= sd_row
+            np.multiply(x, h_row, out=buf)
+            g += buf
+            opt.apply(x, aux, g, buf, t)
         if pull is not None:
             x += pull
         checkpoints.after(t, x)
