@@ -58,11 +58,19 @@ nitpick_ignore = [
 
 GENERATED = HERE / "_generated"
 
+# The explorer (nqm explore) is a page of the site as it is: one self-contained HTML file copied beside the pages.
+from nqm import explore  # noqa: E402
+
+(GENERATED / "extra").mkdir(parents=True, exist_ok=True)
+explore.write(GENERATED / "extra" / "explorer.html")
+html_extra_path = [str(GENERATED / "extra")]
+
 # The public modules, in the order that decides where a name exported by several of them is documented.
 API = [
     "nqm",
     "nqm.optim",
     "nqm.theory",
+    "nqm.explore",
     "nqm.dynamics",
     "nqm.montecarlo",
     "nqm.estimators",

@@ -243,6 +243,28 @@ def _frontier(args) -> int:
     return 0
 
 
+def _explore_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default="explorer.html", help="the page to write (default explorer.html)")
+    parser.add_argument("--problem", default=None, help="a problem file whose spectrum the page uses")
+
+
+def _explore(args) -> int:
+    from nqm import explore
+
+    out = Path(args.out)
+    if out.is_dir():
+        return _fail("explore", f"--out {str(out)!r} is a directory; give a file name")
+    if problem := _writable_directory(out.parent if str(out.parent) else "."):
+        return _fail("explore", problem)
+    try:
+        p, init_var = _read_problem(args.problem) if args.problem else (None, 1.0)
+        explore.write(out, p, init_var)
+    except ValueError as e:
+        return _fail("explore", f"--problem: {e}" if args.problem else str(e))
+    print(f"wrote {out} ({out.stat().st_size // 1024} KiB): open it in a browser", file=sys.stderr)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = _Parser(prog="nqm", description="Noisy quadratic model: theory and simulation.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -252,7 +274,10 @@ def main(argv=None) -> int:
     _plot_parser(sub.add_parser("plot", help="draw a figure of large-batch theory"))
     _info_parser(sub.add_parser("info", help="summarise a problem file: noise scales, optimal runs, B_crit"))
     _frontier_parser(sub.add_parser("frontier", help="a measured sweep: S_min, E_min, B_crit with SEs, the 20% rule"))
+    _explore_parser(sub.add_parser("explore", help="write the explorer: one offline web page to touch the theory"))
     args = parser.parse_args(argv)
+    if args.command == "explore":
+        return _explore(args)
     if args.command == "frontier":
         try:
             return _frontier(args)

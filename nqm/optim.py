@@ -624,7 +624,7 @@ class Adam(_Elementwise):
 
     def pull(self, optimum):
         """The constant step AdamW's decay adds to the error x = θ − θ* (``(1 − ελ)(x + θ*) − θ*``): −ελθ* in the
-        simulator's coordinates, after :meth:`apply`; None without decay or with θ* = 0."""
+        simulator's coordinates, after the Adam step; None without decay or with θ* = 0."""
         if not self.weight_decay or optimum is None or not np.any(optimum):
             return None
         return -self.lr * self.weight_decay * optimum

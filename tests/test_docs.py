@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from nqm import explore
+
 ROOT = Path(__file__).resolve().parent.parent
 FLAGS = doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS
 
@@ -99,6 +101,9 @@ def test_sphinx_site_builds_without_warnings_and_documents_every_public_name(sit
             assert f"{modname}.{name}" in names or any(h in names for h in homes), f"{modname}.{name} undocumented"
     for page in ("index", "tour", "architecture", "notebooks", "_generated/gallery", "_generated/api/internals"):
         assert (out / f"{page}.html").exists(), page
+    # the explorer is copied as it is (one self-contained file), and its page links it
+    assert (out / "explorer.html").read_text() == explore.page()
+    assert 'href="explorer.html"' in (out / "explore.html").read_text()
     rendered = sorted(p.name for p in (out / "_generated" / "notebooks").glob("*.html"))
     assert len(rendered) == 8 and all(p[:2].isdigit() for p in rendered)
     assert "<img" in (out / "_generated" / "notebooks" / rendered[2]).read_text()  # outputs rendered, figures too

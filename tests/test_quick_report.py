@@ -28,6 +28,7 @@ def test_nqm_validate_quick_end_to_end(quick_report):
         if c["figure"]:
             assert (tmp_path / c["figure"]).stat().st_size > 10_000
     assert "negative controls rejected" in (tmp_path / "report.md").read_text()
+    assert "`nqm explore`" in (tmp_path / "report.md").read_text()  # the report points to the explorer
     # every cell's z is recorded (bench/calibration.py reads them); V4's losses are decided skew-corrected
     for c in checks:
         assert len(c["all_cells"]["z"]) == c["cells"]

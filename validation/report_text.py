@@ -22,7 +22,8 @@ def preamble(meta: dict) -> str:
         f"comparisons (Bonferroni) ⇒ critical |z| = {meta['z_crit']:.3f}. A check passes when every cell has "
         "|measured − predicted| ≤ z·SE + 1e-9·|predicted|; each row shows its worst cell. A cell that is the mean of "
         "skewed replicas (V4's losses) is decided on Hall's skewness-corrected z. Exact checks use the "
-        "float tolerance only. Planted errors (negative controls) must be rejected by the checks they accompany."
+        "float tolerance only. Planted errors (negative controls) must be rejected by the checks they accompany. "
+        "To touch the theory behind the checks, `nqm explore` writes an offline page of its closed forms and dynamics."
     )
 
 

@@ -12,7 +12,7 @@ element. The loop runs the same operations in the same order, and numba does not
 into an FMA unless asked (no ``fastmath``), so it gives NumPy's numbers bit for bit in float64 and float32
 (``tests/test_fused_elementwise.py``). The normals still come from NumPy's SFC64 (the same stream either way).
 
-``NQM_COMPILED=0``, or numba missing or failing to import: :func:`fused_step` returns None and the simulator runs
+``NQM_COMPILED=0``, or numba missing or failing to import: ``fused_step`` returns None and the simulator runs
 NumPy. Each optimiser class compiles once per process and dtype on first use (about a second).
 """
 

@@ -1,0 +1,361 @@
+// nqm explorer: the noisy quadratic model's closed forms and exact expected dynamics, computed in the page.
+// The formulas are nqm's (nqm.theory, nqm.dynamics); tests/test_explorer.py holds the displayed numbers to them
+// in a headless browser. No network, no library: plain JavaScript and SVG.
+"use strict";
+
+const DEFAULTS = {a: 1, d: 100, q: 1, s: 1, v0: 1, opt: "sgd", beta: 0.9, alpha: 0.5, B: 16, lr: 0.5, target: 0.1, T: 1000};
+const STEP_BUDGET = 2e8; // coordinate-steps a search for the steps to the target may take (about a second)
+
+// -- the problem: h, c, the initial variance (a power law, or a problem baked in by `nqm explore --problem`) --
+function problemOf(st) {
+  const baked = window.NQM_PROBLEM;
+  if (baked) {
+    return {h: Float64Array.from(baked.h), c: Float64Array.from(baked.c), v0: Float64Array.from(baked.init_var), name: baked.name};
+  }
+  const d = st.d, h = new Float64Array(d), c = new Float64Array(d), v0 = new Float64Array(d);
+  for (let i = 0; i < d; i++) {
+    h[i] = Math.pow(i + 1, -st.a); // h_i = i^(−a), h_max = 1
+    c[i] = st.s * Math.pow(h[i], st.q); // Σ ∝ H^q: c_i = s·h_i^q
+    v0[i] = st.v0;
+  }
+  return {h, c, v0, name: `h_i = i^−${st.a}, c = ${st.s}·h^${st.q}, d = ${d}`};
+}
+
+// the preconditioner's diagonal: P = H^(−α) for preconditioned SGD, I otherwise
+function precondOf(P, st) {
+  const p = new Float64Array(P.h.length);
+  for (let i = 0; i < p.length; i++) p[i] = st.opt === "precond" ? Math.pow(P.h[i], -st.alpha) : 1;
+  return p;
+}
+
+// -- the one-step law at θ with θ_i² = the initial variance (McCandlish et al. 2018, eqs. 2.5–2.9) --
+function oneStep(P, p) {
+  let gpg = 0, gphpg = 0, tr = 0, trSigma = 0, g2 = 0;
+  for (let i = 0; i < P.h.length; i++) {
+    const g = P.h[i] * Math.sqrt(P.v0[i]); // G = Hθ
+    gpg += g * p[i] * g;
+    gphpg += g * (p[i] * p[i] * P.h[i]) * g;
+    tr += p[i] * p[i] * P.h[i] * P.c[i]; // tr(PHPΣ)
+    trSigma += P.c[i];
+    g2 += g * g;
+  }
+  return {
+    gpg, gphpg, tr,
+    bNoise: tr / gphpg, // B_noise = tr(PHPΣ)/GᵀPHPG
+    bSimple: trSigma / g2, // B_simple = tr Σ/|G|²
+    epsMax: gpg / gphpg, // ε_max = GᵀPG/GᵀPHPG
+    dLmax: 0.5 * (gpg * gpg) / gphpg, // ΔL_max = ½(GᵀPG)²/GᵀPHPG
+    epsOpt: (B) => gpg / (gphpg + tr / B), // ε_opt(B) = ε_max/(1 + B_noise/B)
+    dLopt: (B) => 0.5 * (gpg * gpg) / (gphpg + tr / B), // ΔL_opt(B) = ΔL_max/(1 + B_noise/B)
+    improvement: (e, B) => e * gpg - 0.5 * e * e * (gphpg + tr / B), // E[L(θ) − L(θ − εPĝ_B)]
+  };
+}
+
+// -- exact expected dynamics (Zhang et al. 2019, §3): per coordinate, the second moments of a linear recurrence --
+// SGD and preconditioned SGD: V' = (1 − εph)²V + ε²p²c/B. Heavy ball on positions, θ' = (1 + β − εh)θ − βθ₋ − σz
+// with σ² = ε²c/B and θ₋₁ = θ₀: (u, w, v) = (E θ², E θθ₋, E θ₋²) → (A²u − 2Aβw + β²v + σ², Au − βw, u).
+function dynamicsOf(P, p, st) {
+  const d = P.h.length, heavy = st.opt === "heavy_ball", beta = heavy ? st.beta : 0;
+  const A = new Float64Array(d), q = new Float64Array(d);
+  for (let i = 0; i < d; i++) {
+    const lam = st.lr * p[i] * P.h[i];
+    A[i] = heavy ? 1 + beta - lam : 1 - lam;
+    q[i] = (st.lr * p[i]) * (st.lr * p[i]) * P.c[i] / st.B;
+  }
+  const u = Float64Array.from(P.v0), w = Float64Array.from(P.v0), v = Float64Array.from(P.v0);
+  let t = 0;
+  const loss = () => {
+    let s = 0;
+    for (let i = 0; i < d; i++) s += P.h[i] * u[i];
+    return 0.5 * s;
+  };
+  const step = () => {
+    for (let i = 0; i < d; i++) {
+      if (heavy) {
+        const u1 = A[i] * A[i] * u[i] - 2 * A[i] * beta * w[i] + beta * beta * v[i] + q[i];
+        w[i] = A[i] * u[i] - beta * w[i];
+        v[i] = u[i];
+        u[i] = u1;
+      } else {
+        u[i] = A[i] * A[i] * u[i] + q[i];
+      }
+    }
+    t += 1;
+  };
+  const steady = () => { // the moment map's fixed point, inf where a coordinate is unstable
+    let s = 0;
+    for (let i = 0; i < d; i++) {
+      let ui;
+      if (heavy) {
+        const stable = Math.abs(beta) < 1 && A[i] > -(1 + beta) && A[i] < 1 + beta;
+        ui = stable ? q[i] / (1 - A[i] * A[i] - beta * beta + 2 * A[i] * A[i] * beta / (1 + beta)) : Infinity;
+      } else {
+        ui = Math.abs(A[i]) < 1 ? q[i] / (1 - A[i] * A[i]) : Infinity;
+      }
+      s += P.h[i] * ui;
+    }
+    return 0.5 * s;
+  };
+  return {loss, step, steady, time: () => t};
+}
+
+// E[L_t] at t = 0 … T
+function lossCurve(P, p, st, T) {
+  const dyn = dynamicsOf(P, p, st), out = new Float64Array(T + 1);
+  out[0] = dyn.loss();
+  for (let t = 1; t <= T; t++) { dyn.step(); out[t] = dyn.loss(); }
+  return out;
+}
+
+// the first step t with E[L_t] ≤ target; Infinity where it stays above within the budget (cap says how far)
+function stepsToTarget(P, p, st, target) {
+  const dyn = dynamicsOf(P, p, st), cap = Math.max(1000, Math.floor(STEP_BUDGET / P.h.length));
+  if (dyn.loss() <= target) return {steps: 0, cap};
+  for (let t = 1; t <= cap; t++) {
+    dyn.step();
+    const L = dyn.loss();
+    if (L <= target) return {steps: t, cap};
+    if (!Number.isFinite(L)) break;
+  }
+  return {steps: Infinity, cap};
+}
+
+// -- state: the controls and the URL's hash hold the same values (a link reproduces a view) --
+const FIELDS = ["a", "d", "q", "s", "v0", "opt", "beta", "alpha", "B", "lr", "target", "T"];
+function readHash() {
+  const st = {...DEFAULTS};
+  for (const part of location.hash.replace(/^#/, "").split("&")) {
+    const [k, v] = part.split("=");
+    if (!FIELDS.includes(k) || v === undefined) continue;
+    st[k] = k === "opt" ? decodeURIComponent(v) : Number(v);
+  }
+  return st;
+}
+function writeHash(st) {
+  history.replaceState(null, "", "#" + FIELDS.map((k) => `${k}=${st[k]}`).join("&"));
+}
+
+// -- display --
+function fmt(x) {
+  if (x === Infinity) return "∞";
+  if (!Number.isFinite(x)) return "—";
+  const a = Math.abs(x);
+  return a !== 0 && (a < 1e-3 || a >= 1e5) ? x.toExponential(3) : x.toPrecision(4);
+}
+function tickText(v) {
+  if (v === 0) return "0";
+  const a = Math.abs(v);
+  if (a >= 1e4 || a < 1e-3) return v.toExponential(0).replace("e+", "e");
+  return String(Number(v.toPrecision(3)));
+}
+function show(id, x, text) {
+  const el = document.getElementById(id);
+  el.dataset.value = String(x); // full precision, for the tests and for copying
+  el.textContent = text === undefined ? fmt(x) : text;
+}
+
+const SVGNS = "http://www.w3.org/2000/svg";
+function plot(svgId, series, opts) {
+  // series: [{x: [...], y: [...], dash, width, label}], points: [{x, y, label}], vlines: [{x, label, dash}]
+  const svg = document.getElementById(svgId), W = 460, H = 260, m = {l: 58, r: 12, t: 12, b: 40};
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.replaceChildren();
+  const tx = opts.xlog ? Math.log10 : (v) => v, ty = opts.ylog ? Math.log10 : (v) => v;
+  const fin = (v) => Number.isFinite(v) && (!opts.xlog || v > 0);
+  const xs = [], ys = [];
+  for (const s of series) s.x.forEach((x, i) => { if (fin(x) && Number.isFinite(ty(s.y[i]))) { xs.push(tx(x)); ys.push(ty(s.y[i])); } });
+  let [x0, x1] = opts.xrange ? opts.xrange.map(tx) : [Math.min(...xs), Math.max(...xs)];
+  let [y0, y1] = opts.yrange ? opts.yrange.map(ty) : [Math.min(...ys), Math.max(...ys)];
+  if (!(y1 > y0)) { y0 -= 1; y1 += 1; }
+  if (!(x1 > x0)) { x0 -= 1; x1 += 1; }
+  const pad = (y1 - y0) * 0.06; y0 -= pad; y1 += pad;
+  const X = (v) => m.l + (tx(v) - x0) / (x1 - x0) * (W - m.l - m.r);
+  const Y = (v) => H - m.b - (ty(v) - y0) / (y1 - y0) * (H - m.t - m.b);
+  const el = (name, attrs, text) => {
+    const e = document.createElementNS(SVGNS, name);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    svg.appendChild(e);
+    return e;
+  };
+  el("rect", {x: m.l, y: m.t, width: W - m.l - m.r, height: H - m.t - m.b, class: "frame"});
+  const ticks = (lo, hi, log) => { // in the axis's own units: decades on a log axis, 1–2–5 steps otherwise
+    if (log) {
+      const every = Math.max(1, Math.ceil((Math.floor(hi) - Math.ceil(lo) + 1) / 6)), out = [];
+      for (let k = Math.ceil(lo); k <= Math.floor(hi); k += every) out.push(Math.pow(10, k));
+      return out;
+    }
+    const raw = (hi - lo) / 5, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 5, 10].map((f) => f * mag).find((s) => s >= raw);
+    const out = [];
+    for (let k = Math.ceil(lo / step); k * step <= hi; k++) out.push(Math.abs(k) < 1e-9 ? 0 : k * step);
+    return out;
+  };
+  for (const v of ticks(x0, x1, opts.xlog)) el("text", {x: X(v), y: H - m.b + 14, class: "tick", "text-anchor": "middle"}, tickText(v));
+  for (const v of ticks(y0, y1, opts.ylog)) el("text", {x: m.l - 4, y: Y(v) + 4, class: "tick", "text-anchor": "end"}, tickText(v));
+  el("text", {x: (W + m.l) / 2, y: H - 6, class: "label", "text-anchor": "middle"}, opts.xlabel);
+  el("text", {x: 12, y: (H - m.b) / 2, class: "label", transform: `rotate(-90 12 ${(H - m.b) / 2})`, "text-anchor": "middle"}, opts.ylabel);
+  for (const s of series) {
+    const pts = [];
+    s.x.forEach((x, i) => { const y = s.y[i]; if (fin(x) && Number.isFinite(ty(y)) && ty(y) >= y0 && ty(y) <= y1) pts.push(`${X(x).toFixed(1)},${Y(y).toFixed(1)}`); });
+    if (pts.length) el("polyline", {points: pts.join(" "), class: "line", "stroke-dasharray": s.dash || "none", "stroke-width": s.width || 2});
+  }
+  (opts.vlines || []).forEach((v, k) => { // labels on staggered rows, so that close lines stay readable
+    if (!fin(v.x) || tx(v.x) < x0 || tx(v.x) > x1) return;
+    el("line", {x1: X(v.x), x2: X(v.x), y1: m.t, y2: H - m.b, class: "vline", "stroke-dasharray": v.dash || "4 3"});
+    el("text", {x: X(v.x) + 3, y: H - m.b - 6 - 13 * k, class: "note"}, v.label);
+  });
+  for (const v of opts.hlines || []) {
+    if (!Number.isFinite(ty(v.y)) || ty(v.y) < y0 || ty(v.y) > y1) continue;
+    el("line", {x1: m.l, x2: W - m.r, y1: Y(v.y), y2: Y(v.y), class: "vline", "stroke-dasharray": v.dash || "4 3"});
+    el("text", {x: W - m.r - 3, y: Y(v.y) - 4, class: "note", "text-anchor": "end"}, v.label);
+  }
+  for (const p of opts.points || []) {
+    if (!fin(p.x) || !Number.isFinite(ty(p.y))) continue;
+    el("circle", {cx: X(p.x), cy: Y(p.y), r: 5, class: p.hollow ? "point hollow" : "point"});
+    if (p.label) el("text", {x: X(p.x) + 7, y: Y(p.y) - 7, class: "note"}, p.label);
+  }
+  return {x0, x1, X, invX: (px) => Math.pow(10, x0 + (px - m.l) / (W - m.l - m.r) * (x1 - x0)), W};
+}
+
+function geom(lo, hi, n) {
+  const out = []; for (let k = 0; k < n; k++) out.push(lo * Math.pow(hi / lo, k / (n - 1))); return out;
+}
+
+// -- one render: every view from the state --
+let current = null;
+function render(st) {
+  current = st;
+  const P = problemOf(st), p = precondOf(P, st), law = oneStep(P, p);
+  const L0 = 0.5 * P.h.reduce((s, h, i) => s + h * P.v0[i], 0);
+  const target = st.target * L0;
+  show("out-problem", 0, P.name);
+  show("out-bnoise", law.bNoise);
+  show("out-bsimple", law.bSimple);
+  show("out-epsmax", law.epsMax);
+  show("out-dlmax", law.dLmax);
+  show("out-epsopt", law.epsOpt(st.B));
+  show("out-dlopt", law.dLopt(st.B));
+  show("out-improvement", law.improvement(st.lr, st.B));
+  show("out-loss0", L0);
+  show("out-target", target);
+
+  // view 1: the one-step parabola at B
+  const eo = law.epsOpt(st.B), es = Array.from({length: 121}, (_, k) => 2.2 * eo * k / 120);
+  plot("view-parabola", [{x: es, y: es.map((e) => law.improvement(e, st.B))}], {
+    xlabel: "step ε", ylabel: "E[improvement] of one step",
+    vlines: [{x: law.epsMax, label: "ε_max"}, {x: eo, label: "ε_opt(B)", dash: "2 2"}],
+    hlines: [{y: 0, label: "", dash: "1 3"}],
+    points: [{x: eo, y: law.dLopt(st.B), label: "ΔL_opt"}, {x: st.lr, y: law.improvement(st.lr, st.B), label: "your ε", hollow: true}],
+  });
+
+  // view 2: ε_opt(B)/ε_max = ΔL_opt(B)/ΔL_max = 1/(1 + B_noise/B) against B
+  const lo = Math.max(1e-2, Math.min(st.B, law.bNoise, law.bSimple) / 100), hi = Math.max(st.B, law.bNoise, law.bSimple) * 100;
+  const bs = geom(lo, hi, 160);
+  const ratio = (b) => 1 / (1 + law.bNoise / b);
+  const v2 = plot("view-batch", [{x: bs, y: bs.map(ratio)}], {
+    xlog: true, xlabel: "batch size B", ylabel: "ε_opt/ε_max = ΔL_opt/ΔL_max", yrange: [0, 1],
+    vlines: [{x: law.bNoise, label: "B_noise"}, {x: law.bSimple, label: "B_simple", dash: "2 2"}],
+    points: [{x: st.B, y: ratio(st.B), label: "B"}],
+  });
+  batchAxis = v2;
+
+  // view 3: the exact E[L_t] for (optimiser, ε, B), its steady state and the steps to the target
+  const curve = lossCurve(P, p, st, st.T);
+  const steady = dynamicsOf(P, p, st).steady();
+  const hit = stepsToTarget(P, p, st, target);
+  show("out-loss-end", curve[st.T]);
+  show("out-loss-half", curve[Math.floor(st.T / 2)]);
+  show("out-steady", steady);
+  show("out-steps", hit.steps, Number.isFinite(hit.steps) ? String(hit.steps) : `not within ${hit.cap} steps`);
+  show("out-examples", hit.steps * st.B, Number.isFinite(hit.steps) ? fmt(hit.steps * st.B) : "—");
+  const ts = [], ys = [];
+  for (const t of new Set(geom(1, st.T, 200).map(Math.round))) { ts.push(t); ys.push(curve[t]); }
+  plot("view-loss", [{x: ts, y: ys}], {
+    xlog: true, ylog: true, xlabel: "step t", ylabel: "exact E[L_t]",
+    hlines: [{y: steady, label: "steady state"}, {y: target, label: "target", dash: "2 2"}],
+    vlines: Number.isFinite(hit.steps) && hit.steps >= 1 ? [{x: hit.steps, label: "steps to target"}] : [],
+  });
+  writeHash(st);
+  syncControls(st);
+}
+
+// -- controls --
+let batchAxis = null;
+function syncControls(st) {
+  for (const k of FIELDS) {
+    const input = document.getElementById("in-" + k);
+    if (!input) continue;
+    if (input.type === "range" && input.dataset.log) input.value = Math.log10(st[k]);
+    else input.value = st[k];
+    const label = document.getElementById("val-" + k);
+    if (label) label.textContent = Number.isInteger(st[k]) ? String(st[k]) : fmt(st[k]);
+  }
+  for (const el of document.querySelectorAll("[data-for]")) el.hidden = el.dataset.for !== st.opt;
+  document.getElementById("spectrum-controls").hidden = Boolean(window.NQM_PROBLEM);
+}
+function readControls() {
+  const st = {...current};
+  for (const k of FIELDS) {
+    const input = document.getElementById("in-" + k);
+    if (!input) continue;
+    if (k === "opt") st[k] = input.value;
+    else if (input.dataset.log) st[k] = Math.pow(10, Number(input.value));
+    else st[k] = Number(input.value);
+    if (k === "d" || k === "T") st[k] = Math.max(1, Math.round(st[k]));
+  }
+  return st;
+}
+
+// -- predict, then reveal --
+const QUESTIONS = [
+  {
+    id: "q1", answer: "double",
+    reveal: (st) => {
+      const P = problemOf(st), law = oneStep(P, precondOf(P, st)), b = law.bNoise / 32;
+      return `At B = ${fmt(b)} (B_noise/32), ε_opt = ${fmt(law.epsOpt(b))}; at 2B it is ${fmt(law.epsOpt(2 * b))}: ×${fmt(law.epsOpt(2 * b) / law.epsOpt(b))}. ` +
+        "Far below B_noise the noise term tr(HΣ)/B dominates the curvature, so ε_opt ∝ B: the linear scaling rule.";
+    },
+  },
+  {
+    id: "q2", answer: "same",
+    reveal: (st) => {
+      const P = problemOf(st), law = oneStep(P, precondOf(P, st)), b = law.bNoise * 32;
+      return `At B = ${fmt(b)} (32·B_noise), ε_opt = ${fmt(law.epsOpt(b))}; at 2B it is ${fmt(law.epsOpt(2 * b))}: ×${fmt(law.epsOpt(2 * b) / law.epsOpt(b))}. ` +
+        "Far above B_noise the step is limited by curvature, not noise: a larger batch buys almost nothing per step.";
+    },
+  },
+  {
+    id: "q3", answer: "worse",
+    reveal: (st) => {
+      const P = problemOf(st), law = oneStep(P, precondOf(P, st)), e = 2.5 * law.epsOpt(st.B);
+      return `At ε = 2.5·ε_opt(B) = ${fmt(e)} the expected improvement is ${fmt(law.improvement(e, st.B))}: below 0. ` +
+        "The improvement is a parabola in ε with roots 0 and 2ε_opt(B): past 2ε_opt a step makes the loss worse on average.";
+    },
+  },
+];
+
+function setup() {
+  window.addEventListener("error", (e) => { document.getElementById("errors").textContent += String(e.message) + "\n"; });
+  for (const input of document.querySelectorAll("input, select")) {
+    input.addEventListener("input", () => render(readControls()));
+  }
+  document.getElementById("view-batch").addEventListener("click", (ev) => {
+    if (!batchAxis) return;
+    const box = ev.currentTarget.getBoundingClientRect();
+    const px = (ev.clientX - box.left) / box.width * batchAxis.W;
+    render({...current, B: Math.round(Math.max(1, batchAxis.invX(px)))});
+  });
+  for (const q of QUESTIONS) {
+    document.getElementById(q.id + "-check").addEventListener("click", () => {
+      const chosen = document.querySelector(`input[name=${q.id}]:checked`);
+      const out = document.getElementById(q.id + "-reveal");
+      if (!chosen) { out.textContent = "Commit to an answer first."; return; }
+      out.textContent = (chosen.value === q.answer ? "Right. " : "Not quite. ") + q.reveal(current);
+    });
+  }
+  render(readHash());
+  document.body.dataset.ready = "1";
+}
+
+document.addEventListener("DOMContentLoaded", setup);
