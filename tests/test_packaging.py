@@ -65,5 +65,8 @@ def test_the_wheel_installs_in_a_clean_venv_and_validates(dist, tmp_path):
     _run([bin_dir / "nqm", "validate", "--quick", "--only", "V5,V24", "--out", str(report)], cwd=tmp_path)
     summary = json.loads((report / "results.json").read_text())["summary"]
     assert summary["ok"] and summary["checks"] > 0
+    explorer = tmp_path / "explorer.html"  # the explorer's page, script and style ship as package data
+    _run([bin_dir / "nqm", "explore", "--out", str(explorer)], cwd=tmp_path)
+    assert "function oneStep" in explorer.read_text() and "/*SCRIPT*/" not in explorer.read_text()
     where = _run([bin_dir / "python", "-c", "import nqm; print(nqm.__file__)"], cwd=tmp_path).stdout
     assert str(env_dir) in where  # the installed package ran, not the checkout

@@ -120,6 +120,77 @@ function stepsToTarget(P, p, st, target) {
   return {steps: Infinity, cap};
 }
 
+// -- the fewest steps at each B (McCandlish et al. 2018, §3): SGD (or preconditioned SGD) with ε tuned per B --
+// The fewest steps over ε is the first t at which some ε reaches the target: S(B) = min{t : min_ε E[L_t](ε) ≤ target},
+// with SGD's closed form per coordinate, V_t = a^t V₀ + q(1 − a^t)/(1 − a), a = (1 − εph)², q = ε²p²c/B.
+function sgdLoss(P, p, eps, B, t) {
+  let s = 0;
+  for (let i = 0; i < P.h.length; i++) {
+    const a = (1 - eps * p[i] * P.h[i]) * (1 - eps * p[i] * P.h[i]), q = (eps * p[i]) * (eps * p[i]) * P.c[i] / B;
+    const at = Math.pow(a, t);
+    s += P.h[i] * (at * P.v0[i] + (a === 1 ? t * q : q * (1 - at) / (1 - a)));
+  }
+  return 0.5 * s;
+}
+function bestLoss(P, p, B, t) { // min over ε of E[L_t] and its ε: a scan of log ε below the stable edge, then golden sections
+  let top = 0;
+  for (let i = 0; i < P.h.length; i++) top = Math.max(top, p[i] * P.h[i]);
+  const hi = Math.log(2 / top * (1 - 1e-9)), lo = hi - Math.log(1e6), n = 64;
+  const at = (u) => sgdLoss(P, p, Math.exp(u), B, t);
+  let k0 = 0, f0 = Infinity;
+  for (let k = 0; k < n; k++) {
+    const f = at(lo + (hi - lo) * k / (n - 1));
+    if (f < f0) { f0 = f; k0 = k; }
+  }
+  let a = lo + (hi - lo) * Math.max(0, k0 - 1) / (n - 1), b = lo + (hi - lo) * Math.min(n - 1, k0 + 1) / (n - 1);
+  const r = (Math.sqrt(5) - 1) / 2;
+  let c = b - r * (b - a), d = a + r * (b - a), fc = at(c), fd = at(d);
+  for (let it = 0; it < 80 && b - a > 1e-12; it++) {
+    if (fc <= fd) { b = d; d = c; fd = fc; c = b - r * (b - a); fc = at(c); }
+    else { a = c; c = d; fc = fd; d = a + r * (b - a); fd = at(d); }
+  }
+  const best = [[f0, lo + (hi - lo) * k0 / (n - 1)], [fc, c], [fd, d]].sort((x, y) => x[0] - y[0])[0];
+  return {loss: best[0], lr: Math.exp(best[1])};
+}
+function tunedSteps(P, p, B, target) { // doubling, then bisection on t (min_ε E[L_t] falls with t); and its ε
+  if (sgdLoss(P, p, 1e-300, B, 0) <= target) return {steps: 0, lr: NaN};
+  let hi = 1, found = bestLoss(P, p, B, 1);
+  while (found.loss > target) { hi *= 2; if (hi > 1e8) return {steps: Infinity, lr: NaN}; found = bestLoss(P, p, B, hi); }
+  let lo = hi / 2;
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2), at = bestLoss(P, p, B, mid);
+    if (at.loss <= target) { hi = mid; found = at; } else lo = mid;
+  }
+  return {steps: hi === 1 ? 1 : hi, lr: found.lr};
+}
+// McCandlish et al.'s frontier S = S_min + E_min/B fitted on log S, as nqm.dynamics.fit_frontier: for B_crit = e^u the
+// best log S_min is the mean of log S − log(1 + e^u/B), so u minimises the spread of those residuals (a scan, then
+// safeguarded Gauss–Newton); the edges E_min = 0 and S_min = 0 are closed forms.
+function fitFrontier(bs, steps) {
+  const logB = bs.map(Math.log), logS = steps.map(Math.log), n = bs.length;
+  const soft = (x) => (x > 0 ? x + Math.log1p(Math.exp(-x)) : Math.log1p(Math.exp(x))); // log(1 + e^x)
+  const mean = (v) => v.reduce((s, x) => s + x, 0) / v.length;
+  const resid = (u) => logS.map((y, i) => y - soft(u - logB[i]));
+  const spread = (u) => { const r = resid(u), m = mean(r); return r.reduce((s, x) => s + (x - m) * (x - m), 0); };
+  const lo = Math.min(...logB) - 10, hi = Math.max(...logB) + 10, G = 241;
+  let u = lo, f = Infinity;
+  for (let k = 0; k < G; k++) { const uk = lo + (hi - lo) * k / (G - 1), fk = spread(uk); if (fk < f) { f = fk; u = uk; } }
+  for (let it = 0; it < 60; it++) {
+    const w = logB.map((lb) => 1 / (1 + Math.exp(lb - u))), r = resid(u), mr = mean(r), mw = mean(w);
+    let num = 0, den = 0;
+    for (let i = 0; i < n; i++) { num += (r[i] - mr) * (w[i] - mw); den += (w[i] - mw) * (w[i] - mw); }
+    let delta = Math.max(-1, Math.min(1, num / Math.max(den, 1e-300)));
+    for (let k = 0; k < 40; k++) { const ft = spread(u + delta); if (ft <= f) { u += delta; f = ft; break; } delta /= 2; if (k === 39) delta = 0; }
+    if (!(Math.abs(delta) > 1e-12 * Math.max(1, Math.abs(u)))) break;
+  }
+  let sMin = Math.exp(mean(resid(u))), eMin = sMin * Math.exp(u);
+  const ml = mean(logS), hr = logS.map((y, i) => y + logB[i]), mh = mean(hr);
+  const flat = logS.reduce((s, y) => s + (y - ml) * (y - ml), 0), hyper = hr.reduce((s, y) => s + (y - mh) * (y - mh), 0);
+  if (flat <= f * (1 + 1e-9) && flat <= hyper) { sMin = Math.exp(ml); eMin = 0; }
+  else if (hyper <= f * (1 + 1e-9)) { sMin = 0; eMin = Math.exp(mh); }
+  return {sMin, eMin, bCrit: eMin / sMin};
+}
+
 // -- state: the controls and the URL's hash hold the same values (a link reproduces a view) --
 const FIELDS = ["a", "d", "q", "s", "v0", "opt", "beta", "alpha", "B", "lr", "target", "T"];
 function readHash() {
@@ -275,6 +346,28 @@ function render(st) {
     xlog: true, ylog: true, xlabel: "step t", ylabel: "exact E[L_t]",
     hlines: [{y: steady, label: "steady state"}, {y: target, label: "target", dash: "2 2"}],
     vlines: Number.isFinite(hit.steps) && hit.steps >= 1 ? [{x: hit.steps, label: "steps to target"}] : [],
+  });
+  // view 4: steps against examples to the target over B, ε tuned per B (SGD's family; P for preconditioned SGD)
+  const fam = st.opt === "precond" ? p : new Float64Array(P.h.length).fill(1);
+  const famLaw = oneStep(P, fam), top = Math.pow(2, Math.min(20, Math.max(6, Math.ceil(Math.log2(100 * famLaw.bNoise)))));
+  const fb = [], fs = [], flr = [];
+  for (let b = 1; b <= top; b *= 2) { const run = tunedSteps(P, fam, b, target); fb.push(b); fs.push(run.steps); flr.push(run.lr); }
+  const ok = fs.map((x, i) => (Number.isFinite(x) && x > 0 ? i : -1)).filter((i) => i >= 0);
+  const fit = ok.length >= 2 ? fitFrontier(ok.map((i) => fb[i]), ok.map((i) => fs[i])) : {sMin: NaN, eMin: NaN, bCrit: NaN};
+  show("out-smin", fit.sMin);
+  show("out-emin", fit.eMin);
+  show("out-bcrit", fit.bCrit);
+  show("out-frontier", 0, fb.map((b, i) => `${b}:${fs[i]}`).join(" "));
+  document.getElementById("out-frontier").dataset.steps = fs.join(",");
+  document.getElementById("out-frontier").dataset.lrs = flr.join(",");
+  const curveS = geom(Math.max(fit.sMin, 1e-9) * 1.0001, Math.max(...ok.map((i) => fs[i])) * 2, 120);
+  plot("view-frontier", [
+    {x: ok.map((i) => fs[i]), y: ok.map((i) => fs[i] * fb[i])},
+    {x: curveS, y: curveS.map((S) => fit.eMin / (1 - fit.sMin / S)), dash: "5 4", width: 1.5},
+  ], {
+    xlog: true, ylog: true, xlabel: "steps S to the target (ε tuned per B)", ylabel: "examples E = S·B",
+    vlines: [{x: fit.sMin, label: "S_min"}], hlines: [{y: fit.eMin, label: "E_min"}],
+    points: ok.map((i) => ({x: fs[i], y: fs[i] * fb[i], label: fb[i] === 1 || i === ok[ok.length - 1] ? `B = ${fb[i]}` : ""})),
   });
   writeHash(st);
   syncControls(st);
