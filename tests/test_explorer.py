@@ -151,6 +151,10 @@ def _frontier_mismatches(shown: dict, st) -> list[str]:
     if np.any(page > tuned) or np.any((page != tuned) & settles):
         bad.append(f"frontier {page.tolist()} against nqm's {tuned.tolist()} (settles {settles.tolist()})")
     TRANSIENT_WINS.extend(int(k) for k in np.nonzero(page < tuned)[0])
+    b20 = dynamics.linear_scaling_on_frontier(shown["smin"], shown["emin"], 1.0, 0.2)
+    bad += [] if np.isclose(shown["b20"], b20, rtol=RTOL, atol=0) else ["frontier's 20% rule"]
+    over = np.nonzero(page * b > 1.2 * page[0])[0]
+    bad += [] if shown["b20-grid"] == (b[over[0]] if over.size else np.nan) or not over.size else ["20% on the grid"]
     s_min, e_min, _ = dynamics.fit_frontier(b, page)
     # a fit, not a closed form: both stop their Gauss–Newton polish where the spread is flat to rounding, which
     # leaves S_min (at its smallest, 0.5 against E_min = 577) a few 1e-9 apart

@@ -286,7 +286,8 @@ function plot(svgId, series, opts) {
     el("circle", {cx: X(p.x), cy: Y(p.y), r: 5, class: p.hollow ? "point hollow" : "point"});
     if (p.label) el("text", {x: X(p.x) + 7, y: Y(p.y) - 7, class: "note"}, p.label);
   }
-  return {x0, x1, X, invX: (px) => Math.pow(10, x0 + (px - m.l) / (W - m.l - m.r) * (x1 - x0)), W};
+  const back = (px) => x0 + (px - m.l) / (W - m.l - m.r) * (x1 - x0);
+  return {x0, x1, X, invX: (px) => (opts.xlog ? Math.pow(10, back(px)) : back(px)), W};
 }
 
 function geom(lo, hi, n) {
@@ -313,7 +314,7 @@ function render(st) {
 
   // view 1: the one-step parabola at B
   const eo = law.epsOpt(st.B), es = Array.from({length: 121}, (_, k) => 2.2 * eo * k / 120);
-  plot("view-parabola", [{x: es, y: es.map((e) => law.improvement(e, st.B))}], {
+  stepAxis = plot("view-parabola", [{x: es, y: es.map((e) => law.improvement(e, st.B))}], {
     xlabel: "step ε", ylabel: "E[improvement] of one step",
     vlines: [{x: law.epsMax, label: "ε_max"}, {x: eo, label: "ε_opt(B)", dash: "2 2"}],
     hlines: [{y: 0, label: "", dash: "1 3"}],
@@ -357,6 +358,11 @@ function render(st) {
   show("out-smin", fit.sMin);
   show("out-emin", fit.eMin);
   show("out-bcrit", fit.bCrit);
+  // Zhang et al. 2024's 20% rule from B₀ = 1: the smallest B with S(B)·B > 1.2·S(1), on the fitted hyperbola
+  // (1.2 + 0.2·B_crit: S(B)·B/S(1) = (S_min B + E_min)/(S_min + E_min)) and on the grid of B
+  show("out-b20", 1.2 + 0.2 * fit.eMin / fit.sMin);
+  const over = fb.findIndex((b, i) => fs[i] * b > 1.2 * fs[0]);
+  show("out-b20-grid", over < 0 ? NaN : fb[over], over < 0 ? `beyond ${fb[fb.length - 1]}` : String(fb[over]));
   show("out-frontier", 0, fb.map((b, i) => `${b}:${fs[i]}`).join(" "));
   document.getElementById("out-frontier").dataset.steps = fs.join(",");
   document.getElementById("out-frontier").dataset.lrs = flr.join(",");
@@ -374,7 +380,7 @@ function render(st) {
 }
 
 // -- controls --
-let batchAxis = null;
+let batchAxis = null, stepAxis = null;
 function syncControls(st) {
   for (const k of FIELDS) {
     const input = document.getElementById("in-" + k);
@@ -433,12 +439,18 @@ function setup() {
   for (const input of document.querySelectorAll("input, select")) {
     input.addEventListener("input", () => render(readControls()));
   }
-  document.getElementById("view-batch").addEventListener("click", (ev) => {
-    if (!batchAxis) return;
-    const box = ev.currentTarget.getBoundingClientRect();
-    const px = (ev.clientX - box.left) / box.width * batchAxis.W;
-    render({...current, B: Math.round(Math.max(1, batchAxis.invX(px)))});
-  });
+  // press and drag: B on the noise-scale view, ε on the one-step view; every view follows
+  const drag = (id, axis, set) => {
+    const svg = document.getElementById(id);
+    const move = (ev) => {
+      const box = svg.getBoundingClientRect(), ax = axis();
+      if (ax) render(set(ax.invX((ev.clientX - box.left) / box.width * ax.W)));
+    };
+    svg.addEventListener("pointerdown", (ev) => { svg.setPointerCapture(ev.pointerId); move(ev); });
+    svg.addEventListener("pointermove", (ev) => { if (svg.hasPointerCapture(ev.pointerId)) move(ev); });
+  };
+  drag("view-batch", () => batchAxis, (b) => ({...current, B: Math.round(Math.max(1, b))}));
+  drag("view-parabola", () => stepAxis, (e) => ({...current, lr: Math.max(1e-6, e)}));
   for (const q of QUESTIONS) {
     document.getElementById(q.id + "-check").addEventListener("click", () => {
       const chosen = document.querySelector(`input[name=${q.id}]:checked`);
