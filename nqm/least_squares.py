@@ -214,10 +214,4 @@ class LeastSquares:
 
         samples = np.array(run_tasks([cell(i) for i in range(lrs.size)], thread_count(threads, lrs.size)))
         samples = samples.reshape(lrs.shape + (replicas,))
-        return OneStepResult(
-            lr=lrs.copy(),
-            batch_size=bs.copy(),
-            mean=samples.mean(-1),
-            sem=samples.std(-1, ddof=1) / np.sqrt(replicas),
-            n=replicas,
-        )
+        return OneStepResult.of_samples(lrs, bs, samples)

@@ -69,3 +69,19 @@ def test_decide_uses_the_corrected_z_and_keeps_the_uncorrected_one():
     left = Check(measured=[0.6], mean_skew=[0.3], **{**kw, "predicted": [1.0], "se": [0.1]})
     decide([left], alpha=1e-3)
     assert left.passed  # the left cell alone: |T| < z_crit
+
+
+def test_one_step_results_carry_their_replicas_skewness():
+    """``OneStepResult.skew`` is scipy's sample skewness of each cell's replicas (ΔL is quadratic in the noise: its
+    skewness is far from 0 at a large step), from the simulator and from the least-squares model alike."""
+    from nqm.montecarlo.results import OneStepResult
+
+    samples = np.random.default_rng(2).gamma(2.0, size=(2, 3, 500))
+    r = OneStepResult.of_samples(np.ones((2, 3)), np.ones(2), samples)
+    assert np.allclose(r.skew, stats.skew(samples, axis=-1), rtol=1e-12)
+    assert np.allclose(r.sem, stats.sem(samples, axis=-1), rtol=1e-12) and r.n == 500
+    import nqm
+
+    p = nqm.NoisyQuadratic.zhang2019(64)
+    sim = nqm.one_step_improvement(p, np.ones(64), [[0.5, 1.9]], [1.0], 4000, seed=1)
+    assert sim.skew.shape == (1, 2) and abs(sim.skew[0, 1]) > 0.5

@@ -20,10 +20,11 @@ def preamble(meta: dict) -> str:
         f"Seed {meta['seed']}, {'quick' if meta['quick'] else 'default'} budget, {meta['seconds']:.1f} s. "
         f"Suite-wide false-alarm budget α = {meta['alpha']} over K = {meta['statistical_cells']} statistical "
         f"comparisons (Bonferroni) ⇒ critical |z| = {meta['z_crit']:.3f}. A check passes when every cell has "
-        "|measured − predicted| ≤ z·SE + 1e-9·|predicted|; each row shows its worst cell. A cell that is the mean of "
-        "skewed replicas (V4's losses) is decided on Hall's skewness-corrected z. Exact checks use the "
-        "float tolerance only. Planted errors (negative controls) must be rejected by the checks they accompany. "
-        "To touch the theory behind the checks, `nqm explore` writes an offline page of its closed forms and dynamics."
+        "|measured − predicted| ≤ z·SE + 1e-9·|predicted|; each row shows its worst cell. A cell that is the mean "
+        "of skewed replicas (V1's one-step changes, V4's losses) is decided on Hall's skewness-corrected z. Exact "
+        "checks use the float tolerance only. Planted errors (negative controls) must be rejected by the checks they "
+        "accompany. To touch the theory behind the checks, `nqm explore` writes an offline page of its closed forms "
+        "and dynamics."
     )
 
 

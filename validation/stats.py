@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize, stats
 
+from nqm.montecarlo.results import sample_skewness
+
 ALPHA_SUITE = 1e-3
 FLOAT_RTOL = 1e-9  # float64 state; the simulated losses carry no systematic error larger than this
 
@@ -89,13 +91,7 @@ def critical_z(cells: int, alpha: float = ALPHA_SUITE) -> float:
 def mean_skewness(samples, axis: int = 0) -> np.ndarray:
     r"""The skewness of the sampling distribution of the mean of ``samples`` along ``axis``: ``γ̂/√n``, with
     ``γ̂ = m₃/m₂^{3/2}`` the samples' skewness from their central moments (0 where they do not vary)."""
-    x = np.asarray(samples, dtype=np.float64)
-    n = x.shape[axis]
-    centred = x - x.mean(axis=axis, keepdims=True)
-    m2, m3 = (centred**2).mean(axis=axis), (centred**3).mean(axis=axis)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gamma = np.where(m2 > 0, m3 / m2**1.5, 0.0)
-    return gamma / np.sqrt(n)
+    return sample_skewness(samples, axis) / np.sqrt(np.shape(samples)[axis])
 
 
 def skew_corrected(z, mean_skew):

@@ -85,10 +85,4 @@ def one_step_improvement(
     threads = 1 if counter else thread_count(threads, lrs.size)  # one device stream; the Philox mirror is serial
     samples = run_tasks([cell(i) for i in range(lrs.size)], threads)
     samples = np.array(samples).reshape(lrs.shape + (replicas,))
-    return OneStepResult(
-        lr=lrs.copy(),
-        batch_size=bs.copy(),
-        mean=samples.mean(axis=-1),
-        sem=samples.std(axis=-1, ddof=1) / np.sqrt(replicas),
-        n=replicas,
-    )
+    return OneStepResult.of_samples(lrs, bs, samples)
