@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize, stats
 
-from nqm.montecarlo.results import sample_skewness
+from nqm.montecarlo import sample_skewness
 
 ALPHA_SUITE = 1e-3
 FLOAT_RTOL = 1e-9  # float64 state; the simulated losses carry no systematic error larger than this

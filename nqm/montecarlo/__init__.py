@@ -19,7 +19,7 @@ The public face of the package; behind it:
 from .norm_trace import gradient_norm_trace
 from .one_step import one_step_improvement
 from .parallel import tile_rng
-from .results import GradientNormTrace, LossCurve, OneStepResult, default_record, loss_curve
+from .results import GradientNormTrace, LossCurve, OneStepResult, default_record, loss_curve, sample_skewness
 from .simulation import simulate
 from .skip_ahead import simulate_checkpoints
 from .tuning import SimulatedSteps, TunedStep, steps_to_target, tune_lr
@@ -35,6 +35,7 @@ __all__ = [
     "gradient_norm_trace",
     "LossCurve",
     "OneStepResult",
+    "sample_skewness",
     "GradientNormTrace",
     "default_record",
     "loss_curve",

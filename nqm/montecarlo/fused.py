@@ -1,7 +1,7 @@
 r"""An elementwise optimiser's step fused with the NQM's gradient into one compiled loop, where numba is installed.
 
-On a diagonal problem a step of an elementwise optimiser (:mod:`nqm.optim`: sign descent, signum, RMSprop, Adam,
-AdamW, Lion) is, per coordinate of a tile,
+On a diagonal problem a step of an elementwise optimiser (:mod:`nqm.optim`: sign descent, Adam and every other
+whose class writes ``step``; none is named here) is, per coordinate of a tile,
 
 .. math:: g = \sigma z + h\,x,\qquad (x, m, v) \leftarrow \mathrm{step}(x, m, v, g, c_1, \dots, c_k),
 
