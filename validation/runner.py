@@ -163,14 +163,22 @@ def _outcomes(chosen, settings: tuple, jobs, log, start: float) -> tuple[dict, i
     except BaseException:
         # a failed claim (or Ctrl-C) stops the run now: nothing waits for the other workers' claims
         pool.shutdown(wait=False, cancel_futures=True)
-        workers_left = set(multiprocessing.active_children()) - before
-        for child in workers_left:
-            child.terminate()
-        for child in workers_left:
-            child.join()
+        _stop_children(before)
+        # the pool's own thread replaces a worker that dies: once it has ended, stop any worker it started meanwhile
+        pool.shutdown(wait=True)
+        _stop_children(before)
         raise
     pool.shutdown()
     return done, workers
+
+
+def _stop_children(before: set) -> None:
+    """Terminate and reap every child process of this one that was not in ``before``."""
+    left = set(multiprocessing.active_children()) - before
+    for child in left:
+        child.terminate()
+    for child in left:
+        child.join()
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
