@@ -39,8 +39,6 @@ BROWSER = [
     "--enable-logging=stderr",
     "--v=0",
 ]
-TRANSIENT_WINS: list[int] = []  # rows where the page found a transient run nqm's tuner does not search
-CLOSED_FORMS = ("epsmax", "dlmax", "epsopt", "dlopt", "improvement", "bnoise", "bsimple")
 RTOL = 1e-9
 FIT_RTOL = 1e-7
 
@@ -150,7 +148,6 @@ def _frontier_mismatches(shown: dict, st) -> list[str]:
     ])  # fmt: skip
     if np.any(page > tuned) or np.any((page != tuned) & settles):
         bad.append(f"frontier {page.tolist()} against nqm's {tuned.tolist()} (settles {settles.tolist()})")
-    TRANSIENT_WINS.extend(int(k) for k in np.nonzero(page < tuned)[0])
     b20 = dynamics.linear_scaling_on_frontier(shown["smin"], shown["emin"], 1.0, 0.2)
     bad += [] if np.isclose(shown["b20"], b20, rtol=RTOL, atol=0) else ["frontier's 20% rule"]
     over = np.nonzero(page * b > 1.2 * page[0])[0]

@@ -349,10 +349,10 @@ function render(st) {
     vlines: Number.isFinite(hit.steps) && hit.steps >= 1 ? [{x: hit.steps, label: "steps to target"}] : [],
   });
   // view 4: steps against examples to the target over B, ε tuned per B (SGD's family; P for preconditioned SGD)
-  const fam = st.opt === "precond" ? p : new Float64Array(P.h.length).fill(1);
-  const famLaw = oneStep(P, fam), top = Math.pow(2, Math.min(20, Math.max(6, Math.ceil(Math.log2(100 * famLaw.bNoise)))));
+  // p is P's diagonal for preconditioned SGD and ones otherwise: heavy ball's frontier is SGD's
+  const top = Math.pow(2, Math.min(20, Math.max(6, Math.ceil(Math.log2(100 * law.bNoise)))));
   const fb = [], fs = [], flr = [];
-  for (let b = 1; b <= top; b *= 2) { const run = tunedSteps(P, fam, b, target); fb.push(b); fs.push(run.steps); flr.push(run.lr); }
+  for (let b = 1; b <= top; b *= 2) { const run = tunedSteps(P, p, b, target); fb.push(b); fs.push(run.steps); flr.push(run.lr); }
   const ok = fs.map((x, i) => (Number.isFinite(x) && x > 0 ? i : -1)).filter((i) => i >= 0);
   const fit = ok.length >= 2 ? fitFrontier(ok.map((i) => fb[i]), ok.map((i) => fs[i])) : {sMin: NaN, eMin: NaN, bCrit: NaN};
   show("out-smin", fit.sMin);

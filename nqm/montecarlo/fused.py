@@ -44,6 +44,7 @@ def _kernel(step, slots: int):
     one = numba.njit(step)  # the optimiser's own definition, compiled as it is written
     jit = numba.njit(nogil=True)  # the tiles run on threads
 
+    # one loop per number of slots: numba writes a tuple's items back into arrays only when it knows how many
     if slots == 0:
 
         @jit
